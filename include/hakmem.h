@@ -1,0 +1,58 @@
+/* hakmem: a lock-free, general-purpose malloc for multithreaded servers.
+ *
+ * Programs normally get hakmem with LD_PRELOAD=libhakmem.so, which exports the
+ * standard malloc family.  Programs and tests that link hakmem directly (and the
+ * ThreadSanitizer build, where the sanitizer owns malloc) use this prefixed API.
+ * Every function here has the contract of its unprefixed C/POSIX counterpart.
+ */
+#ifndef HAKMEM_H
+#define HAKMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void  *hak_malloc(size_t size);
+void   hak_free(void *p);
+void  *hak_calloc(size_t n, size_t size);
+void  *hak_realloc(void *p, size_t size);
+void  *hak_reallocarray(void *p, size_t n, size_t size);
+int    hak_posix_memalign(void **out, size_t alignment, size_t size);
+void  *hak_aligned_alloc(size_t alignment, size_t size);
+void  *hak_memalign(size_t alignment, size_t size);
+void  *hak_valloc(size_t size);
+void  *hak_pvalloc(size_t size);
+size_t hak_malloc_usable_size(const void *p);
+void   hak_free_sized(void *p, size_t size);
+void   hak_free_aligned_sized(void *p, size_t alignment, size_t size);
+
+/* Process-wide counters.  Totals cover every thread, exited ones included;
+ * the contributions of threads still running are read without stopping them,
+ * so they are exact only when those threads are quiescent. */
+typedef struct hak_stats {
+  uint64_t allocs;             /* blocks handed out (small and large) */
+  uint64_t frees;              /* blocks taken back, by any thread */
+  uint64_t remote_frees;       /* of frees: by a thread not owning the block */
+  uint64_t live_bytes;         /* usable bytes of blocks not yet freed */
+  uint64_t large_allocs;       /* of allocs: blocks with their own mapping */
+  uint64_t superslabs_mapped;  /* SuperSlabs mapped since start */
+  uint64_t superslabs_unmapped;/* SuperSlabs returned to the OS since start */
+  uint64_t mapped_bytes;       /* bytes currently mapped (SuperSlabs + large) */
+  uint64_t heaps_abandoned;    /* thread heaps abandoned at thread exit */
+  uint64_t superslabs_adopted; /* abandoned SuperSlabs adopted by a live thread */
+  uint64_t foreign_frees;      /* pointers handed to the system allocator */
+} hak_stats_t;
+
+void hak_stats_get(hak_stats_t *out);
+
+/* Return what this thread's heap caches and every retired mapping to the OS
+ * now, instead of after the configured delay.  Never needed for correctness. */
+void hak_collect(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HAKMEM_H */

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install the Debian packages hakmem needs, if any is missing.
+#   scripts/install-deps.sh            build + test dependencies
+#   scripts/install-deps.sh --bench    also the allocators compared in bench/ and gnuplot
+# As root it runs apt-get; otherwise it prints the exact command to run.
+set -euo pipefail
+
+pkgs=(cmake gcc g++ make liburcu-dev libck-dev pkg-config python3 procps)
+if [[ "${1:-}" == "--bench" || "${1:-}" == "--all" ]]; then
+  pkgs+=(libmimalloc-dev libjemalloc-dev libtcmalloc-minimal4 gnuplot-nox)
+fi
+if [[ "${1:-}" == "--all" ]]; then
+  pkgs+=(clang libclang-rt-14-dev)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+if [[ $(id -u) -eq 0 ]]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "install-deps: missing packages: ${missing[*]}" >&2
+  echo "install-deps: run as root:  apt-get update && apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi

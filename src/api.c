@@ -1,0 +1,273 @@
+/* The hak_* API: dispatch by size (size class or large mapping) and by owner
+ * (this thread's heap, another heap, a large mapping, or the system
+ * allocator), and each function's contract.
+ *
+ * Safety of a pointer we do not own: the registry lookup names the region;
+ * before we read its memory we enter an RCU read-side section and look again,
+ * so the region cannot be unmapped under us even if the pointer is bad (a
+ * double free racing with the owner's release).  A pointer in a SuperSlab
+ * this heap owns needs no such care: only this thread can release it. */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ------------------------------------------------------------------ malloc */
+
+static HAK_NOINLINE void *malloc_large(size_t n)
+{
+  if (n > HAK_MAX_ALLOC) { errno = ENOMEM; return NULL; }
+  return hak_large_alloc(hak_tls_heap, n, HAK_MIN_ALIGN);
+}
+
+void *hak_malloc(size_t n)
+{
+  if (HAK_LIKELY(n <= HAK_SMALL_MAX)) return hak_heap_alloc(hak_tls_heap, hak_size_class(n));
+  return malloc_large(n);
+}
+
+/* -------------------------------------------------------------------- free */
+
+static void count_free(hak_heap_t *h, size_t cls, bool remote)
+{
+  if (h->state == HAK_HEAP_LIVE) {
+    hak_count(&h->stats.frees[cls], 1);
+    if (remote) hak_count(&h->stats.remote_frees, 1);
+  } else {
+    hak_gcount(&hak_gstats.frees, 1);
+    hak_gcount(&hak_gstats.live_bytes_out, hak_class_size[cls]);
+    if (remote) hak_gcount(&hak_gstats.remote_frees, 1);
+  }
+}
+
+static void free_foreign(hak_heap_t *h, void *p)
+{
+  if (p == NULL || hak_boot_owns(p)) return;
+  if (h->state == HAK_HEAP_LIVE) hak_count(&h->stats.foreign_frees, 1);
+  else hak_gcount(&hak_gstats.foreign_frees, 1);
+  hak_sys_free(p);
+}
+
+/* A block of a SuperSlab another heap owns (or nobody: abandoned). */
+static void free_remote(hak_heap_t *h, void *p)
+{
+  hak_superslab_t *ss = hak_ss_of(p);
+  hak_slab_t *s = hak_slab_of(ss, p);
+  if (HAK_UNLIKELY(hak_slab_block_index(s, p) == UINT32_MAX)) hak_fatal("free(): not a block start", p);
+  if (HAK_UNLIKELY(((hak_block_t *)p)->key == hak_free_key)) hak_fatal("free(): double free", p);
+  size_t cls = s->cls;  /* read before the push: then the owner may reuse the slab */
+  hak_remote_free(ss, s, (hak_block_t *)p);
+  count_free(h, cls, true);
+}
+
+static HAK_NOINLINE void free_other(hak_heap_t *h, void *p, uintptr_t tag)
+{
+  if (tag == 0) { free_foreign(h, p); return; }
+  hak_rcu_read_lock();
+  tag = hak_map_get(p);
+  if ((tag & HAK_TAG_KIND) == HAK_TAG_SS) {
+    free_remote(h, p);
+    hak_rcu_read_unlock();
+    return;
+  }
+  if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
+    hak_large_t *l = hak_large_of(tag, p);
+    if (l == NULL) hak_fatal("free(): invalid pointer into a large block", p);
+    hak_large_free(h, l, p);
+    hak_rcu_read_unlock();
+    hak_retire(&l->retired, l->map_base, l->map_size);  /* outside the read section */
+    return;
+  }
+  hak_rcu_read_unlock();
+  free_foreign(h, p);  /* the region left the registry meanwhile */
+}
+
+void hak_free(void *p)
+{
+  hak_heap_t *h = hak_tls_heap;
+  uintptr_t tag = hak_map_get(p);
+  if (HAK_LIKELY(tag == h->tag)) {
+    hak_heap_free_local(h, p);
+    return;
+  }
+  free_other(h, p, tag);
+}
+
+void hak_free_sized(void *p, size_t size) { (void)size; hak_free(p); }
+void hak_free_aligned_sized(void *p, size_t alignment, size_t size)
+{
+  (void)alignment;
+  (void)size;
+  hak_free(p);
+}
+
+/* ------------------------------------------------------------- usable size */
+
+/* Usable size of a hakmem block (tag != 0); aborts on a pointer that is not a
+ * block start.  Returns 0 if the region vanished (a freed block). */
+static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
+{
+  if (tag == h->tag) {
+    hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
+    if (hak_slab_block_index(s, p) == UINT32_MAX) hak_fatal("not a block start", p);
+    return s->block_size;
+  }
+  size_t n = 0;
+  hak_rcu_read_lock();
+  tag = hak_map_get(p);
+  if ((tag & HAK_TAG_KIND) == HAK_TAG_SS) {
+    hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
+    if (hak_slab_block_index(s, p) == UINT32_MAX) hak_fatal("not a block start", p);
+    n = s->block_size;
+  } else if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
+    hak_large_t *l = hak_large_of(tag, p);
+    if (l == NULL) hak_fatal("invalid pointer into a large block", p);
+    n = l->usable;
+  }
+  hak_rcu_read_unlock();
+  return n;
+}
+
+size_t hak_malloc_usable_size(const void *p)
+{
+  if (p == NULL) return 0;
+  uintptr_t tag = hak_map_get(p);
+  if (tag == 0) return hak_boot_owns(p) ? hak_boot_size(p) : hak_sys_usable_size((void *)p);
+  return usable_size(hak_tls_heap, p, tag);
+}
+
+/* ----------------------------------------------------------------- realloc */
+
+static bool large_resize(hak_heap_t *h, void *p, size_t n)
+{
+  hak_rcu_read_lock();
+  uintptr_t tag = hak_map_get(p);
+  hak_large_t *l = (tag & HAK_TAG_KIND) == HAK_TAG_LARGE ? hak_large_of(tag, p) : NULL;
+  bool ok = l != NULL && hak_large_resize(h, l, n);
+  hak_rcu_read_unlock();
+  return ok;
+}
+
+/* glibc's semantics: realloc(NULL, n) is malloc(n); realloc(p, 0) frees p and
+ * returns NULL; on failure p is untouched. */
+void *hak_realloc(void *p, size_t n)
+{
+  if (p == NULL) return hak_malloc(n);
+  hak_heap_t *h = hak_tls_heap;
+  uintptr_t tag = hak_map_get(p);
+  if (tag == 0 && !hak_boot_owns(p)) return hak_sys_realloc(p, n);
+  if (n == 0) {
+    hak_free(p);
+    return NULL;
+  }
+  size_t old = tag == 0 ? hak_boot_size(p) : usable_size(h, p, tag);
+  if (tag != 0 && old == 0) hak_fatal("realloc(): pointer was freed", p);
+  if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
+    if (n > HAK_SMALL_MAX && large_resize(h, p, n)) return p;
+  } else if (tag != 0 && n <= old && n >= old / 2) {
+    return p;  /* fits and wastes at most half */
+  }
+  void *q = hak_malloc(n);
+  if (q == NULL) return NULL;
+  memcpy(q, p, old < n ? old : n);
+  hak_free(p);
+  return q;
+}
+
+void *hak_reallocarray(void *p, size_t n, size_t size)
+{
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return hak_realloc(p, total);
+}
+
+/* ------------------------------------------------------------------ calloc */
+
+void *hak_calloc(size_t n, size_t size)
+{
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = hak_malloc(total);
+  /* Large blocks are fresh mappings (no cache), so already zero. */
+  if (p != NULL && total <= HAK_SMALL_MAX) memset(p, 0, total);
+  return p;
+}
+
+/* ----------------------------------------------------------------- aligned */
+
+/* align: a power of two.  Up to a page, a size class whose block size is a
+ * multiple of align serves it (slabs start page-aligned, so every block of
+ * such a class is aligned); beyond, a large mapping. */
+static void *alloc_aligned(size_t align, size_t n)
+{
+  if (align <= HAK_MIN_ALIGN) return hak_malloc(n);
+  if (n > HAK_MAX_ALLOC) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  int c = hak_size_class_aligned(n, align);
+  if (c >= 0) return hak_heap_alloc(hak_tls_heap, (size_t)c);
+  return hak_large_alloc(hak_tls_heap, n, align);
+}
+
+static bool pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+int hak_posix_memalign(void **out, size_t alignment, size_t size)
+{
+  if (alignment < sizeof(void *) || !pow2(alignment)) return EINVAL;
+  int saved = errno;
+  void *p = alloc_aligned(alignment, size);
+  if (p == NULL) {
+    errno = saved;
+    return ENOMEM;
+  }
+  *out = p;
+  return 0;
+}
+
+/* C11/C23: the alignment must be a power of two (EINVAL otherwise). */
+void *hak_aligned_alloc(size_t alignment, size_t size)
+{
+  if (!pow2(alignment)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return alloc_aligned(alignment, size);
+}
+
+/* glibc's memalign: an alignment that is not a power of two is rounded up. */
+void *hak_memalign(size_t alignment, size_t size)
+{
+  if (alignment > ((size_t)1 << (sizeof(size_t) * 8 - 1))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (!pow2(alignment)) {
+    size_t a = HAK_MIN_ALIGN;
+    while (a < alignment) a <<= 1;
+    alignment = a;
+  }
+  return alloc_aligned(alignment, size);
+}
+
+void *hak_valloc(size_t size) { return alloc_aligned(HAK_PAGE_SIZE, size); }
+
+void *hak_pvalloc(size_t size)
+{
+  if (size > HAK_MAX_ALLOC) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t rounded = size == 0 ? HAK_PAGE_SIZE : hak_align_up(size, HAK_PAGE_SIZE);
+  return alloc_aligned(HAK_PAGE_SIZE, rounded);
+}
+
+/* ---------------------------------------------------------------- collect */
+
+void hak_collect(void) { hak_heap_collect(hak_tls_heap, true); }

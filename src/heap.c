@@ -1,0 +1,337 @@
+/* The thread heap: creation, refill (the malloc slow path), local-free
+ * bookkeeping, adoption of abandoned SuperSlabs, and abandonment at thread
+ * exit.  The fast paths are hak_heap_alloc / hak_heap_free_local in
+ * internal.h. */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define EMPTY_CUR { [0 ... HAK_NUM_CLASSES - 1] = &hak_slab_empty }
+
+hak_slab_t hak_slab_empty;  /* free == NULL forever: every pop misses */
+hak_heap_t hak_heap_empty = { .cur = EMPTY_CUR, .tag = HAK_TAG_NONE, .state = HAK_HEAP_EMPTY };
+hak_heap_t hak_heap_dead = { .cur = EMPTY_CUR, .tag = HAK_TAG_NONE, .state = HAK_HEAP_DEAD };
+__thread hak_heap_t *hak_tls_heap = &hak_heap_empty;
+
+/* Heaps come from mmap'd chunks and are never unmapped; a heap whose thread
+ * exited waits on `pool` for the next new thread.  pool_lock serialises pops
+ * and chunk carving (thread creation: a rare path); pushes are lock-free. */
+static ck_stack_t pool = CK_STACK_INITIALIZER;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_heap_t *chunk_next, *chunk_end;          /* under pool_lock */
+static _Atomic(hak_heap_t *) all_heaps;             /* every heap, for stats */
+static pthread_key_t heap_key;
+
+#define HEAP_CHUNK ((size_t)256 * 1024)
+
+hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&all_heaps, memory_order_acquire); }
+
+/* ------------------------------------------------------------ partial lists */
+
+static void partial_push(hak_heap_t *h, hak_slab_t *s)
+{
+  s->state = HAK_SLAB_PARTIAL;
+  s->prev = NULL;
+  s->next = h->partial[s->cls];
+  if (s->next) s->next->prev = s;
+  h->partial[s->cls] = s;
+}
+
+static void partial_remove(hak_heap_t *h, hak_slab_t *s)
+{
+  if (s->prev) s->prev->next = s->next;
+  else h->partial[s->cls] = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->prev = s->next = NULL;
+}
+
+/* An empty slab leaves the heap; an empty SuperSlab beyond the reserve goes
+ * back to the OS. */
+static void heap_release_slab(hak_heap_t *h, hak_slab_t *s)
+{
+  hak_superslab_t *ss = hak_ss_of(s);
+  hak_ss_free_slab(h, s);
+  if (ss->used_slabs == 0 && h->empty_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
+  hak_ss_purge(h, false);
+}
+
+/* ---------------------------------------------------------- local frees */
+
+void hak_heap_free_local_slow(hak_heap_t *h, hak_slab_t *s)
+{
+  if (h->state != HAK_HEAP_LIVE) return;  /* abandoning: lists are being torn down */
+  if (s->state == HAK_SLAB_FULL) {
+    hak_remote_set_state(s, HAK_RS_NORMAL);
+    partial_push(h, s);
+  }
+  if (s->used == 0 && s->state == HAK_SLAB_PARTIAL) {
+    partial_remove(h, s);
+    heap_release_slab(h, s);
+  }
+}
+
+/* Free a block handed over by another thread (already counted by it). */
+void hak_heap_free_block(hak_heap_t *h, hak_slab_t *s, hak_block_t *b)
+{
+  b->next = s->free;
+  s->free = b;
+  s->used--;
+  if (s->state != HAK_SLAB_CUR) hak_heap_free_local_slow(h, s);
+}
+
+/* --------------------------------------------------------------- adoption */
+
+/* Make an abandoned SuperSlab ours: drain its slabs, sort them into our lists. */
+static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss)
+{
+  atomic_store_explicit(&ss->owner, h, memory_order_release);
+  hak_map_set_range(ss, HAK_SS_SIZE, h->tag);  /* the leaf exists: cannot fail */
+  hak_ss_link(h, ss);
+  for (unsigned u = 0; u < HAK_UNITS;) {
+    if (ss->free_units & (1u << u)) { u++; continue; }
+    hak_slab_t *s = &ss->slabs[u];
+    u += s->span;
+    s->prev = s->next = NULL;
+    hak_remote_collect(s, HAK_RS_NORMAL);
+    for (;;) {
+      if (s->used == 0) {
+        hak_ss_free_slab(h, s);
+      } else if (s->free != NULL || s->capacity < s->reserved) {
+        partial_push(h, s);
+      } else if (hak_remote_mark_full(s)) {
+        s->state = HAK_SLAB_FULL;
+      } else {
+        hak_remote_collect(s, HAK_RS_KEEP);
+        continue;
+      }
+      break;
+    }
+  }
+  hak_gcount(&hak_gstats.ss_adopted, 1);
+  if (ss->used_slabs == 0 && h->empty_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
+}
+
+static bool heap_try_adopt(hak_heap_t *h)
+{
+  hak_superslab_t *ss = hak_handoff_take();
+  if (ss == NULL) return false;
+  heap_adopt(h, ss);
+  return true;
+}
+
+/* ------------------------------------------------------------ malloc slow */
+
+/* Make s the current slab of its class and pop a block, or NULL if it has none. */
+static void *heap_use_slab(hak_heap_t *h, hak_slab_t *s)
+{
+  s->state = HAK_SLAB_CUR;
+  h->cur[s->cls] = s;
+  if (s->free == NULL && hak_remote_collect(s, HAK_RS_KEEP) == 0) hak_slab_extend(s);
+  if (s->free == NULL) return NULL;
+  return hak_heap_alloc(h, s->cls);
+}
+
+static void *heap_alloc_not_live(hak_heap_t *h, size_t cls);
+
+void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
+{
+  if (HAK_UNLIKELY(h->state != HAK_HEAP_LIVE)) return heap_alloc_not_live(h, cls);
+  for (;;) {
+    hak_slab_t *s = h->cur[cls];
+    if (s != &hak_slab_empty) {
+      if (hak_remote_collect(s, HAK_RS_KEEP) > 0 || hak_slab_extend(s)) return hak_heap_alloc(h, cls);
+      if (!hak_remote_mark_full(s)) continue;  /* blocks arrived meanwhile */
+      s->state = HAK_SLAB_FULL;
+      h->cur[cls] = &hak_slab_empty;
+    }
+    if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_remote_drain_delayed(h);
+    s = h->partial[cls];
+    if (s != NULL) {
+      partial_remove(h, s);
+      void *p = heap_use_slab(h, s);
+      if (p != NULL) return p;
+      continue;
+    }
+    hak_ss_purge(h, false);
+    if (hak_handoff_pending() && heap_try_adopt(h)) continue;
+    s = hak_ss_alloc_slab(h, cls);
+    if (s == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    void *p = heap_use_slab(h, s);
+    if (p != NULL) return p;
+  }
+}
+
+/* ----------------------------------------------------- heaps and threads */
+
+static void heap_reset(hak_heap_t *h)
+{
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+    h->cur[c] = &hak_slab_empty;
+    h->partial[c] = NULL;
+  }
+  h->tag = (uintptr_t)h | HAK_TAG_SS;
+  h->ss_list = NULL;
+  h->ss_count = h->empty_ss = h->dirty_units = 0;
+  h->dirty_since_ms = 0;
+  atomic_store_explicit(&h->delayed, NULL, memory_order_relaxed);
+}
+
+hak_heap_t *hak_heap_acquire(void)
+{
+  pthread_mutex_lock(&pool_lock);
+  ck_stack_entry_t *e = ck_stack_pop_upmc(&pool);
+  hak_heap_t *h = NULL;
+  if (e != NULL) {
+    h = (hak_heap_t *)((char *)e - offsetof(hak_heap_t, pool_link));
+  } else {
+    if (chunk_next == NULL || chunk_next + 1 > chunk_end) {
+      chunk_next = hak_os_map_aligned(HEAP_CHUNK, HAK_PAGE_SIZE);
+      chunk_end = chunk_next ? (hak_heap_t *)((char *)chunk_next + HEAP_CHUNK) : NULL;
+    }
+    if (chunk_next != NULL) {
+      h = chunk_next++;
+      /* publish on the stats list; release: a reader sees initialised counters */
+      hak_heap_t *top = atomic_load_explicit(&all_heaps, memory_order_relaxed);
+      do {
+        h->all_next = top;
+      } while (!atomic_compare_exchange_weak_explicit(&all_heaps, &top, h, memory_order_release,
+                                                      memory_order_relaxed));
+    }
+  }
+  pthread_mutex_unlock(&pool_lock);
+  if (h == NULL) return NULL;
+  heap_reset(h);
+  h->state = HAK_HEAP_LIVE;
+  return h;
+}
+
+static hak_heap_t *heap_thread_start(void)
+{
+  hak_heap_t *h = hak_heap_acquire();
+  if (h == NULL) return NULL;
+  hak_tls_heap = h;                      /* before setspecific, which may allocate */
+  pthread_setspecific(heap_key, h);      /* runs heap_thread_exit at thread exit */
+  return h;
+}
+
+/* A malloc on a thread without a live heap: its first, or one made after
+ * its heap was abandoned by a later TLS destructor.  The latter gets a heap
+ * for just this block, abandoned at once, so nothing it owns is stranded. */
+static void *heap_alloc_not_live(hak_heap_t *h, size_t cls)
+{
+  if (h->state == HAK_HEAP_EMPTY) {
+    hak_init();
+    if (hak_init_recursing()) return hak_boot_alloc(hak_class_size[cls]);
+    h = heap_thread_start();
+    if (h == NULL) { errno = ENOMEM; return NULL; }
+    return hak_heap_alloc(h, cls);
+  }
+  hak_heap_t *t = hak_heap_acquire();
+  if (t == NULL) { errno = ENOMEM; return NULL; }
+  hak_tls_heap = t;
+  void *p = hak_heap_alloc(t, cls);
+  hak_tls_heap = &hak_heap_dead;
+  hak_heap_abandon(t);
+  return p;
+}
+
+/* The slabs of a SuperSlab in use, in unit order. */
+#define FOR_EACH_SLAB(ss, s)                                              \
+  for (unsigned u_ = 0; u_ < HAK_UNITS; u_ += (ss)->slabs[u_].span)      \
+    if (((ss)->free_units & (1u << u_)) == 0 && ((s) = &(ss)->slabs[u_]))
+
+/* Thread exit: hand everything this heap owns to the living threads.
+ * 1. No remote freer may touch this heap any more: every slab's state goes
+ *    to NEVER_DELAYED (waiting out hand-overs in flight).
+ * 2. Blocks already handed over through `delayed` go back to their slabs.
+ * 3. Remote stacks are drained; empty slabs and SuperSlabs are released.
+ * 4. SuperSlabs still holding live blocks are abandoned on the ck stack.
+ * 5. Counters are folded into the totals and the heap goes to the pool. */
+void hak_heap_abandon(hak_heap_t *h)
+{
+  hak_slab_t *s;
+  h->state = HAK_HEAP_DEAD;
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+    h->cur[c] = &hak_slab_empty;
+    h->partial[c] = NULL;
+  }
+  for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next)
+    FOR_EACH_SLAB(ss, s) hak_remote_set_state(s, HAK_RS_NEVER_DELAYED);
+  hak_remote_drain_delayed(h);
+  if (atomic_load_explicit(&h->delayed, memory_order_acquire) != NULL)
+    hak_fatal("delayed frees left after abandon", h);
+
+  hak_superslab_t *next;
+  for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
+    next = ss->next;
+    FOR_EACH_SLAB(ss, s) {
+      hak_remote_collect(s, HAK_RS_KEEP);
+      s->prev = s->next = NULL;
+      s->state = HAK_SLAB_ORPHAN;
+      if (s->used == 0) hak_ss_free_slab(h, s);
+    }
+    if (ss->used_slabs == 0) hak_ss_release(h, ss);
+  }
+  hak_ss_purge(h, true);
+  for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
+    next = ss->next;
+    hak_ss_unlink(h, ss);
+    /* Order: the tag changes before the SuperSlab is visible on the stack,
+     * so an adopter's tag is never overwritten by ours. */
+    atomic_store_explicit(&ss->owner, NULL, memory_order_relaxed);
+    hak_map_set_range(ss, HAK_SS_SIZE, HAK_TAG_SS);
+    hak_handoff_abandon(ss);
+  }
+  hak_stats_fold(h);
+  hak_gcount(&hak_gstats.heaps_abandoned, 1);
+  ck_stack_push_upmc(&pool, &h->pool_link);
+}
+
+static void heap_thread_exit(void *arg)
+{
+  hak_heap_t *h = arg;
+  if (h == NULL || h != hak_tls_heap || h->state != HAK_HEAP_LIVE) return;
+  hak_tls_heap = &hak_heap_dead;
+  hak_heap_abandon(h);
+}
+
+/* Return what this heap caches: empty current slabs, delayed frees, free
+ * pages; then unmap every retired region. */
+void hak_heap_collect(hak_heap_t *h, bool force)
+{
+  if (h->state == HAK_HEAP_LIVE) {
+    if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_remote_drain_delayed(h);
+    for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+      hak_slab_t *s = h->cur[c];
+      if (s == &hak_slab_empty) continue;
+      hak_remote_collect(s, HAK_RS_KEEP);
+      if (s->used != 0) continue;
+      h->cur[c] = &hak_slab_empty;
+      hak_ss_free_slab(h, s);
+    }
+    hak_superslab_t *next;
+    for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
+      next = ss->next;
+      if (ss->used_slabs == 0 && (force || h->empty_ss > hak_opt.ss_reserve)) hak_ss_release(h, ss);
+    }
+    hak_ss_purge(h, true);
+  }
+  hak_retire_flush();
+}
+
+void hak_heap_init(void)
+{
+  pthread_key_create(&heap_key, heap_thread_exit);
+}
+
+void hak_heap_before_fork(void) { pthread_mutex_lock(&pool_lock); }
+void hak_heap_after_fork(bool child)
+{
+  if (child) pthread_mutex_init(&pool_lock, NULL);
+  else pthread_mutex_unlock(&pool_lock);
+}

@@ -1,0 +1,111 @@
+/* Process initialisation, the bootstrap area and fork handling.
+ *
+ * Initialisation allocates nothing and calls no stdio: the first malloc may
+ * come from the dynamic loader or a constructor.  Should anything recurse
+ * into malloc while it runs on this thread, the block comes from a small
+ * static bootstrap area, which free recognises and ignores. */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "internal.h"
+
+_Atomic(int) hak_init_state;
+uintptr_t hak_free_key;
+static __thread bool tls_in_init;
+
+/* ---------------------------------------------------------------- bootstrap */
+
+#define BOOT_SIZE ((size_t)64 * 1024)
+static _Alignas(HAK_CACHE_LINE) uint8_t boot_area[BOOT_SIZE];
+static _Atomic(size_t) boot_used;
+
+/* Bump allocation; each block is preceded by its size.  Never reused, so a
+ * bootstrap block is zero when handed out. */
+void *hak_boot_alloc(size_t n)
+{
+  size_t need = hak_align_up(n + HAK_MIN_ALIGN, HAK_MIN_ALIGN);
+  if (n > BOOT_SIZE) { errno = ENOMEM; return NULL; }
+  size_t off = atomic_fetch_add_explicit(&boot_used, need, memory_order_relaxed);
+  if (off + need > BOOT_SIZE) { errno = ENOMEM; return NULL; }
+  *(size_t *)(boot_area + off) = n;
+  return boot_area + off + HAK_MIN_ALIGN;
+}
+
+bool hak_boot_owns(const void *p)
+{
+  return (const uint8_t *)p >= boot_area && (const uint8_t *)p < boot_area + BOOT_SIZE;
+}
+
+size_t hak_boot_size(const void *p) { return *(const size_t *)((const uint8_t *)p - HAK_MIN_ALIGN); }
+
+bool hak_init_recursing(void)
+{
+  return atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2 && tls_in_init;
+}
+
+/* --------------------------------------------------------------------- fork */
+
+/* Take every rare-path lock so no other thread holds one across fork; the
+ * child reinitialises them.  Heaps of the parent's other threads stay owned
+ * in the child (their threads do not exist there): their blocks can still be
+ * freed by the child, their cached memory is not reused. */
+static void fork_prepare(void)
+{
+  hak_heap_before_fork();
+  hak_handoff_before_fork();
+  hak_registry_before_fork();
+}
+static void fork_parent(void)
+{
+  hak_registry_after_fork(false);
+  hak_handoff_after_fork(false);
+  hak_heap_after_fork(false);
+}
+static void fork_child(void)
+{
+  hak_registry_after_fork(true);
+  hak_handoff_after_fork(true);
+  hak_heap_after_fork(true);
+}
+
+/* ----------------------------------------------------------------------- init */
+
+static uintptr_t make_key(void)
+{
+  uintptr_t k = 0;
+  if (getrandom(&k, sizeof k, GRND_NONBLOCK) != (ssize_t)sizeof k) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    k = (uintptr_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uintptr_t)&k;
+  }
+  return k | 1;  /* never 0, never a block address (odd) */
+}
+
+void hak_init_slow(void)
+{
+  int expected = 0;
+  if (atomic_compare_exchange_strong_explicit(&hak_init_state, &expected, 1, memory_order_acq_rel,
+                                              memory_order_acquire)) {
+    int saved = errno;
+    tls_in_init = true;
+#ifndef NDEBUG
+    hak_size_class_check();
+#endif
+    hak_options_init();
+    hak_free_key = make_key();
+    hak_heap_init();
+    /* release: everything above is visible to a thread that sees 2. */
+    atomic_store_explicit(&hak_init_state, 2, memory_order_release);
+    tls_in_init = false;
+    /* These may allocate: hakmem is ready now. */
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    hak_sys_init();
+    errno = saved;
+    return;
+  }
+  if (tls_in_init) return;  /* recursion on the initialising thread: bootstrap */
+  while (atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2) sched_yield();
+}

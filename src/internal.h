@@ -1,0 +1,436 @@
+/* hakmem internal types, constants and the invariants every file relies on.
+ *
+ * Data flows one way: preload.c -> api.c -> heap.c / large.c -> (remote.c,
+ * handoff.c, superslab.c) -> registry.c -> os.c.  Every file shares these types.
+ *
+ * Memory shape
+ *   SuperSlab  2 MiB, aligned to 2 MiB, from mmap.  Header (this file's
+ *              hak_superslab_t) at its start, then 32 units of 64 KiB.  A slab is
+ *              a run of 1..16 units holding blocks of one size class; its
+ *              metadata and its remote-free head live in the header, indexed by
+ *              the slab's first unit.  Slab 0 starts after the header.
+ *   Owner      A SuperSlab and all its slabs are owned by one thread heap at a
+ *              time (or by nobody while abandoned).  Only the owner carves,
+ *              allocates from, locally frees into, drains and releases them.
+ *   Registry   A two-level map from 2 MiB region to a tag (registry.c): which
+ *              heap owns the SuperSlab there, or which large mapping covers it.
+ */
+#ifndef HAKMEM_INTERNAL_H
+#define HAKMEM_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <ck_stack.h>
+
+#include "hakmem.h"
+
+#define HAK_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HAK_NOINLINE    __attribute__((noinline))
+#define HAK_COLD        __attribute__((cold, noinline))
+#define HAK_HIDDEN      __attribute__((visibility("hidden")))
+#define HAK_CACHE_LINE  64
+
+/* ---------------------------------------------------------------- geometry */
+
+#define HAK_SS_SHIFT    21
+#define HAK_SS_SIZE     ((size_t)1 << HAK_SS_SHIFT)          /* 2 MiB */
+#define HAK_UNIT_SHIFT  16
+#define HAK_UNIT_SIZE   ((size_t)1 << HAK_UNIT_SHIFT)        /* 64 KiB */
+#define HAK_UNITS       ((int)(HAK_SS_SIZE / HAK_UNIT_SIZE)) /* 32 */
+#define HAK_ALL_UNITS   0xffffffffu
+#define HAK_PAGE_SIZE   ((size_t)4096)
+#define HAK_MAX_SPAN    16           /* largest slab: 16 units = 1 MiB */
+
+#define HAK_SMALL_MAX   ((size_t)256 * 1024)  /* largest size-class block */
+#define HAK_NUM_CLASSES 52
+#define HAK_MIN_ALIGN   16           /* every block start is 16-aligned */
+#define HAK_SLAB_ALIGN  4096         /* every slab start is page-aligned */
+#define HAK_MAX_ALLOC   ((size_t)PTRDIFF_MAX - 2 * HAK_SS_SIZE)
+
+static inline uintptr_t hak_align_up(uintptr_t x, uintptr_t a) { return (x + a - 1) & ~(a - 1); }
+
+/* ------------------------------------------------------------- size classes */
+
+/* Classes: 16..128 step 16 (8 classes), then four per power of two up to
+ * 256 KiB.  Waste above 64 bytes is below 25%. */
+extern HAK_HIDDEN const uint32_t hak_class_size[HAK_NUM_CLASSES];  /* block size */
+extern HAK_HIDDEN const uint8_t  hak_class_span[HAK_NUM_CLASSES];  /* units per slab */
+extern HAK_HIDDEN const uint8_t  hak_class_small[1024 / 16 + 1];   /* (n+15)>>4 -> class */
+
+static inline size_t hak_size_class(size_t n)
+{
+  if (HAK_LIKELY(n <= 1024)) return hak_class_small[(n + 15) >> 4];
+  unsigned g = 63u - (unsigned)__builtin_clzl(n - 1);  /* 2^g < n <= 2^(g+1) */
+  return 8 + (g - 7) * 4 + (((n - 1) >> (g - 2)) - 4);
+}
+void hak_size_class_check(void);  /* debug builds */
+/* Smallest class >= n whose block size is a multiple of align (align <= 4096),
+ * or -1 if none. */
+int hak_size_class_aligned(size_t n, size_t align);
+
+/* ------------------------------------------------------------------ blocks */
+
+/* A free block.  next links the free list it is on; key is hak_free_key while
+ * the block is free and is cleared when it is handed out, so a second free of
+ * the same block is caught by one compare. */
+typedef struct hak_block {
+  struct hak_block *next;
+  uintptr_t key;
+} hak_block_t;
+
+extern HAK_HIDDEN uintptr_t hak_free_key;
+
+/* -------------------------------------------------------------- remote free */
+
+/* A slab's remote-free head: a Treiber stack of blocks freed by threads that
+ * do not own the slab, with a delayed-free state in the two low bits (blocks are
+ * 16-aligned).  Many producers push with CAS; only the owner takes the stack
+ * (one exchange), so there is no ABA.  The state tells a remote freer where to
+ * put the block:
+ *   NORMAL          push on this stack.
+ *   USE_DELAYED     the slab is full and out of the owner's lists: hand the block
+ *                   to the owner heap's delayed list instead, so the owner sees
+ *                   the slab again (set by the owner only).
+ *   DELAYED_FREEING a freer is between the two steps of that hand-over; the
+ *                   owner waits for it before it changes the state or gives the
+ *                   heap away, and never frees the slab meanwhile.
+ *   NEVER_DELAYED   the owner heap is going away: push on this stack only.
+ * Padded to a cache line: remote freers of different slabs do not share lines,
+ * and none shares a line with the owner's slab metadata. */
+enum { HAK_RS_NORMAL = 0, HAK_RS_USE_DELAYED = 1, HAK_RS_DELAYED_FREEING = 2, HAK_RS_NEVER_DELAYED = 3,
+       HAK_RS_KEEP = 4 /* hak_remote_collect: leave the state as it is */ };
+#define HAK_RS_MASK ((uintptr_t)3)
+
+typedef struct hak_remote {
+  _Atomic(uintptr_t) head;  /* hak_block_t* | state */
+  char pad_[HAK_CACHE_LINE - sizeof(uintptr_t)];
+} hak_remote_t;
+
+/* ------------------------------------------------------------------- slabs */
+
+enum { HAK_SLAB_UNUSED = 0, HAK_SLAB_CUR, HAK_SLAB_PARTIAL, HAK_SLAB_FULL, HAK_SLAB_ORPHAN };
+
+/* Slab metadata.  Owner-only: every field is read and written only by the
+ * thread whose heap owns the SuperSlab (or the thread adopting or abandoning
+ * it), never concurrently, so none is atomic.  Remote frees touch only the
+ * slab's hak_remote_t.
+ * Invariants: used = blocks handed out and not yet returned to this free list
+ * (blocks waiting on the remote stack or a delayed list count as used);
+ * capacity <= reserved; blocks [0, capacity) were carved; free lists only
+ * blocks of this slab; used == 0 means every carved block is on free. */
+typedef struct hak_slab {
+  hak_block_t *free;            /* local free list (LIFO) */
+  uint32_t used;
+  uint32_t capacity;            /* blocks carved so far (lazy, page by page) */
+  uint32_t reserved;            /* blocks the slab can hold */
+  uint32_t block_size;          /* 0 while the slab is unused */
+  uint64_t inv;                 /* ceil(2^40 / block_size): block-start check */
+  uint8_t *start;               /* first block */
+  struct hak_slab *prev, *next; /* the owner heap's partial list of the class */
+  uint8_t cls;
+  uint8_t state;                /* HAK_SLAB_* */
+  uint8_t span;                 /* units */
+  uint8_t unit;                 /* first unit index */
+} hak_slab_t;
+
+/* --------------------------------------------------------------- SuperSlab */
+
+typedef struct hak_heap hak_heap_t;
+
+/* A region waiting for an RCU grace period before it is unmapped. */
+typedef struct hak_retired {
+  ck_stack_entry_t link;
+  void *base;
+  size_t size;
+} hak_retired_t;
+
+#define HAK_SS_MAGIC 0x48414b5353ul  /* "HAKSS" */
+
+/* SuperSlab header.  Written by the owner; remote freers read the immutable
+ * fields (magic, and a slab's geometry, which cannot change while the slab
+ * holds the block being freed) and CAS remote[].  owner is atomic: the
+ * delayed-free hand-over reads it from another thread.  While abandoned the
+ * header belongs to the handoff stack and then to the adopting thread. */
+typedef struct hak_superslab {
+  uint64_t magic;
+  _Atomic(hak_heap_t *) owner;      /* NULL while abandoned */
+  uint32_t free_units;              /* owner: bit u set = unit u not in a slab */
+  uint32_t dirty_units;             /* owner: free units that may be committed */
+  uint32_t used_slabs;              /* owner */
+  uint32_t in_reserve;              /* owner: counted in heap's empty reserve */
+  struct hak_superslab *prev, *next;/* owner heap's SuperSlab list */
+  ck_stack_entry_t handoff;         /* link on the abandoned stack */
+  hak_retired_t retired;            /* link on the retire list */
+  uint8_t unit_slab[HAK_UNITS];     /* owner writes; unit -> first unit of its slab */
+  hak_slab_t slabs[HAK_UNITS] __attribute__((aligned(HAK_CACHE_LINE)));
+  hak_remote_t remote_heads[HAK_UNITS] __attribute__((aligned(HAK_CACHE_LINE)));
+} hak_superslab_t;
+
+#define HAK_SS_HEADER_SIZE hak_align_up(sizeof(hak_superslab_t), HAK_PAGE_SIZE)
+
+static inline hak_superslab_t *hak_ss_of(const void *p)
+{
+  return (hak_superslab_t *)((uintptr_t)p & ~(HAK_SS_SIZE - 1));
+}
+static inline hak_slab_t *hak_slab_of(hak_superslab_t *ss, const void *p)
+{
+  unsigned u = (unsigned)(((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1));
+  return &ss->slabs[ss->unit_slab[u]];
+}
+static inline hak_remote_t *hak_slab_remote(hak_slab_t *s)
+{
+  hak_superslab_t *ss = hak_ss_of(s);
+  return &ss->remote_heads[s->unit];
+}
+/* The block index of p in s, or UINT32_MAX if p is not a carved block start. */
+static inline uint32_t hak_slab_block_index(const hak_slab_t *s, const void *p)
+{
+  uintptr_t off = (uintptr_t)p - (uintptr_t)s->start;
+  uint64_t q = ((uint64_t)off * s->inv) >> 40;
+  if (HAK_UNLIKELY(q * s->block_size != off || q >= s->capacity)) return UINT32_MAX;
+  return (uint32_t)q;
+}
+
+/* ---------------------------------------------------------------- registry */
+
+/* Tags of the registry map: 2 MiB region -> what it is.
+ *   0                      not hakmem's
+ *   heap | HAK_TAG_SS      a SuperSlab owned by heap (heaps are 64-aligned)
+ *   HAK_TAG_SS             an abandoned SuperSlab
+ *   base_region<<2 | HAK_TAG_LARGE  part of the large mapping starting there
+ *   HAK_TAG_NONE           never stored: the tag of a thread with no heap */
+#define HAK_TAG_SS    ((uintptr_t)1)
+#define HAK_TAG_LARGE ((uintptr_t)2)
+#define HAK_TAG_NONE  ((uintptr_t)3)
+#define HAK_TAG_KIND  ((uintptr_t)3)
+
+#define HAK_MAP_LEAF_BITS 13
+#define HAK_MAP_TOP_BITS  13   /* 21 + 13 + 13 = 47 bits of address space */
+extern HAK_HIDDEN _Atomic(_Atomic(uintptr_t) *) hak_map_top[1u << HAK_MAP_TOP_BITS];
+
+/* Lock-free lookup.  The leaf arrays are never freed, so the lookup itself
+ * needs no protection; dereferencing the memory it names does (see api.c). */
+static inline uintptr_t hak_map_get(const void *p)
+{
+  uintptr_t a = (uintptr_t)p;
+  if (HAK_UNLIKELY(a >> (HAK_SS_SHIFT + HAK_MAP_LEAF_BITS + HAK_MAP_TOP_BITS))) return 0;
+  _Atomic(uintptr_t) *leaf =
+      atomic_load_explicit(&hak_map_top[a >> (HAK_SS_SHIFT + HAK_MAP_LEAF_BITS)], memory_order_acquire);
+  if (HAK_UNLIKELY(leaf == NULL)) return 0;
+  /* acquire: pairs with the release store that published the region, so its
+   * header is visible before we read it. */
+  return atomic_load_explicit(&leaf[(a >> HAK_SS_SHIFT) & ((1u << HAK_MAP_LEAF_BITS) - 1)],
+                              memory_order_acquire);
+}
+bool hak_map_set_range(void *base, size_t size, uintptr_t tag);   /* false: ENOMEM */
+void hak_map_clear_range(void *base, size_t size);
+void hak_rcu_read_lock(void);
+void hak_rcu_read_unlock(void);
+/* Unmap region after a grace period (batched); never call inside a read section. */
+void hak_retire(hak_retired_t *r, void *base, size_t size);
+void hak_retire_flush(void);
+void hak_registry_before_fork(void);
+void hak_registry_after_fork(bool child);
+
+/* ---------------------------------------------------------------------- os */
+
+void *hak_os_map_aligned(size_t size, size_t align);  /* NULL on failure */
+void  hak_os_unmap(void *p, size_t size);
+void  hak_os_purge(void *p, size_t size);             /* give pages back, keep range */
+uint64_t hak_os_now_ms(void);
+void  hak_write_stderr(const char *s);
+_Noreturn void hak_fatal(const char *what, const void *p);
+
+/* ----------------------------------------------------------------- options */
+
+typedef struct hak_options {
+  bool stats;                /* HAKMEM_STATS: print the exit report */
+  uint32_t purge_delay_ms;   /* HAKMEM_PURGE_DELAY_MS: keep free pages this long */
+  size_t purge_threshold;    /* HAKMEM_PURGE_THRESHOLD_KB: purge at once above */
+  uint32_t ss_reserve;       /* HAKMEM_SS_RESERVE: empty SuperSlabs a heap keeps */
+  uint32_t retire_batch;     /* HAKMEM_RETIRE_BATCH: regions per grace period */
+} hak_options_t;
+extern HAK_HIDDEN hak_options_t hak_opt;
+void hak_options_init(void);
+
+/* ------------------------------------------------------------------- heaps */
+
+/* Per-thread counters.  Written only by the owning thread (relaxed load+store,
+ * a plain increment on x86), read by hak_stats_get from any thread. */
+typedef _Atomic(uint64_t) hak_counter_t;
+static inline void hak_count(hak_counter_t *c, uint64_t n)
+{
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+typedef struct hak_heap_stats {
+  hak_counter_t allocs[HAK_NUM_CLASSES];
+  hak_counter_t frees[HAK_NUM_CLASSES];    /* blocks of the class freed by this thread */
+  hak_counter_t remote_frees;
+  hak_counter_t large_allocs, large_frees, large_bytes_alloc, large_bytes_free;
+  hak_counter_t foreign_frees;
+} hak_heap_stats_t;
+
+enum { HAK_HEAP_EMPTY = 0, HAK_HEAP_LIVE, HAK_HEAP_DEAD };
+
+/* A thread heap.  Everything but `delayed` and `stats` is touched only by the
+ * thread that owns the heap.  cur[c] is never NULL (it points at the shared
+ * empty slab when the class has no slab), so the fast path has one test.
+ * Heaps are never unmapped: a heap whose thread exited goes back to the pool
+ * and is reused, so a stale pointer to it never faults. */
+struct hak_heap {
+  hak_slab_t *cur[HAK_NUM_CLASSES];        /* fast path: slab being allocated from */
+  uintptr_t tag;                            /* registry tag of SuperSlabs it owns */
+  int state;                                /* HAK_HEAP_* */
+  hak_slab_t *partial[HAK_NUM_CLASSES];     /* slabs with room, doubly linked */
+  hak_superslab_t *ss_list;                 /* SuperSlabs owned */
+  uint32_t ss_count, empty_ss;              /* owned; of which fully empty */
+  uint32_t dirty_units;                     /* free units maybe committed */
+  uint64_t dirty_since_ms;                  /* when dirty_units became non-zero */
+  ck_stack_entry_t pool_link;               /* on the free-heap pool */
+  struct hak_heap *all_next;                /* list of every heap ever made */
+  /* Blocks freed by other threads into this heap's full slabs (MPSC stack:
+   * remote freers push with CAS, the owner takes all with one exchange). */
+  _Alignas(HAK_CACHE_LINE) _Atomic(hak_block_t *) delayed;
+  _Alignas(HAK_CACHE_LINE) hak_heap_stats_t stats;
+} __attribute__((aligned(HAK_CACHE_LINE)));
+
+extern HAK_HIDDEN hak_slab_t hak_slab_empty;
+extern HAK_HIDDEN hak_heap_t hak_heap_empty;      /* before a thread's first malloc */
+extern HAK_HIDDEN hak_heap_t hak_heap_dead;       /* after the thread's heap was abandoned */
+extern HAK_HIDDEN __thread hak_heap_t *hak_tls_heap;
+
+void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls);
+void  hak_heap_free_local_slow(hak_heap_t *h, hak_slab_t *s);
+void  hak_heap_collect(hak_heap_t *h, bool force);
+hak_heap_t *hak_heap_acquire(void);
+void  hak_heap_abandon(hak_heap_t *h);
+void  hak_heap_thread_init(void);
+void  hak_heap_init(void);
+void  hak_heap_before_fork(void);
+void  hak_heap_after_fork(bool child);
+void  hak_heap_free_block(hak_heap_t *h, hak_slab_t *s, hak_block_t *b);
+void  hak_heap_slab_unfull(hak_heap_t *h, hak_slab_t *s);
+hak_heap_t *hak_heap_list(void);
+
+/* Small-block fast paths (the whole of malloc and free for a thread's own
+ * blocks): no lock, no atomic read-modify-write, no fence. */
+static inline void *hak_heap_alloc(hak_heap_t *h, size_t cls)
+{
+  hak_slab_t *s = h->cur[cls];
+  hak_block_t *b = s->free;
+  if (HAK_LIKELY(b != NULL)) {
+    s->free = b->next;
+    s->used++;
+    b->key = 0;
+    hak_count(&h->stats.allocs[cls], 1);
+    return b;
+  }
+  return hak_heap_alloc_slow(h, cls);
+}
+
+/* Free of a block in a SuperSlab this heap owns (the caller checked the tag). */
+static inline void hak_heap_free_local(hak_heap_t *h, void *p)
+{
+  hak_superslab_t *ss = hak_ss_of(p);
+  hak_slab_t *s = hak_slab_of(ss, p);
+  hak_block_t *b = (hak_block_t *)p;
+  if (HAK_UNLIKELY(hak_slab_block_index(s, p) == UINT32_MAX)) hak_fatal("free(): not a block start", p);
+  if (HAK_UNLIKELY(b->key == hak_free_key)) hak_fatal("free(): double free", p);
+  b->next = s->free;
+  b->key = hak_free_key;
+  s->free = b;
+  hak_count(&h->stats.frees[s->cls], 1);
+  if (HAK_UNLIKELY(--s->used == 0 || s->state == HAK_SLAB_FULL)) hak_heap_free_local_slow(h, s);
+}
+
+/* -------------------------------------------------------------- superslab */
+
+hak_superslab_t *hak_ss_create(hak_heap_t *h);
+hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls);   /* NULL: out of memory */
+void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s);
+void hak_ss_release(hak_heap_t *h, hak_superslab_t *ss);    /* unregister + retire */
+void hak_ss_purge(hak_heap_t *h, bool force);
+void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss);
+void hak_ss_unlink(hak_heap_t *h, hak_superslab_t *ss);
+bool hak_slab_extend(hak_slab_t *s);
+
+/* ------------------------------------------------------------------ remote */
+
+void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b);
+uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state);
+bool hak_remote_mark_full(hak_slab_t *s);
+void hak_remote_set_state(hak_slab_t *s, uintptr_t state);
+void hak_remote_drain_delayed(hak_heap_t *h);
+
+/* ----------------------------------------------------------------- handoff */
+
+void hak_handoff_abandon(hak_superslab_t *ss);
+hak_superslab_t *hak_handoff_take(void);
+bool hak_handoff_pending(void);
+void hak_handoff_before_fork(void);
+void hak_handoff_after_fork(bool child);
+
+/* ------------------------------------------------------------------- large */
+
+typedef struct hak_large {
+  uint64_t magic;
+  _Atomic(uint32_t) live;     /* 1 while allocated; the freeing CAS makes it 0 */
+  uint32_t region_count;
+  void *map_base;
+  size_t map_size;
+  void *user;
+  size_t usable;
+  hak_retired_t retired;
+} hak_large_t;
+
+#define HAK_LARGE_MAGIC 0x48414b4c52474500ul  /* "HAKLRGE" */
+
+void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align);
+void  hak_large_free(hak_heap_t *h, hak_large_t *l, void *p);
+hak_large_t *hak_large_of(uintptr_t tag, const void *p);  /* NULL: not a large block */
+bool  hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size);
+
+/* ------------------------------------------------------------------- stats */
+
+typedef struct hak_global_stats {
+  _Atomic(uint64_t) allocs, frees, remote_frees, live_bytes_in, live_bytes_out;
+  _Atomic(uint64_t) large_allocs, foreign_frees;
+  _Atomic(uint64_t) ss_mapped, ss_unmapped, mapped_bytes;
+  _Atomic(uint64_t) heaps_abandoned, ss_adopted;
+} hak_global_stats_t;
+extern HAK_HIDDEN hak_global_stats_t hak_gstats;
+static inline void hak_gcount(_Atomic(uint64_t) *c, uint64_t n)
+{
+  atomic_fetch_add_explicit(c, n, memory_order_relaxed);  /* statistics only */
+}
+void hak_stats_fold(hak_heap_t *h);
+void hak_stats_print(void);
+
+/* -------------------------------------------------------------- foreign */
+
+/* The system allocator, for pointers hakmem did not hand out: glibc's own in
+ * the preload library (preload.c), libc's (or the sanitizer's) otherwise
+ * (sys_direct.c). */
+void   hak_sys_free(void *p);
+void  *hak_sys_realloc(void *p, size_t n);
+size_t hak_sys_usable_size(void *p);
+
+/* --------------------------------------------------------------------- init */
+
+extern HAK_HIDDEN _Atomic(int) hak_init_state;   /* 0 none, 1 running, 2 ready */
+void hak_init_slow(void);
+bool hak_init_recursing(void);      /* malloc re-entered during initialisation */
+void *hak_boot_alloc(size_t n);
+bool hak_boot_owns(const void *p);
+size_t hak_boot_size(const void *p);
+void hak_sys_init(void);            /* resolve the system allocator (may allocate) */
+static inline void hak_init(void)
+{
+  if (HAK_UNLIKELY(atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2)) hak_init_slow();
+}
+
+#endif /* HAKMEM_INTERNAL_H */

@@ -1,0 +1,78 @@
+/* The operating system: the only file that maps, purges and unmaps memory. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Map size bytes aligned to align (a power of two >= page size).  Maps
+ * size + align and trims both ends.  errno is preserved on success. */
+void *hak_os_map_aligned(size_t size, size_t align)
+{
+  int saved = errno;
+  if (size > SIZE_MAX - align) return NULL;
+  size_t total = size + align;
+  void *raw = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) { errno = saved; return NULL; }
+  uintptr_t base = hak_align_up((uintptr_t)raw, align);
+  size_t head = base - (uintptr_t)raw, tail = total - head - size;
+  if (head) munmap(raw, head);
+  if (tail) munmap((void *)(base + size), tail);
+  errno = saved;
+  return (void *)base;
+}
+
+void hak_os_unmap(void *p, size_t size)
+{
+  int saved = errno;
+  if (munmap(p, size) != 0) hak_fatal("munmap failed", p);
+  errno = saved;
+}
+
+/* MADV_DONTNEED: the pages are returned at once (RSS drops) and read back as
+ * zero; the address range stays ours. */
+void hak_os_purge(void *p, size_t size)
+{
+  int saved = errno;
+  (void)madvise(p, size, MADV_DONTNEED);
+  errno = saved;
+}
+
+uint64_t hak_os_now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void hak_write_stderr(const char *s)
+{
+  size_t n = strlen(s);
+  while (n > 0) {
+    ssize_t w = write(2, s, n);
+    if (w <= 0) { if (w < 0 && errno == EINTR) continue; return; }
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+/* Detected heap corruption: a clear message and abort(), never silent damage. */
+_Noreturn void hak_fatal(const char *what, const void *p)
+{
+  char buf[160], hex[19];
+  uintptr_t a = (uintptr_t)p;
+  hex[0] = '0'; hex[1] = 'x';
+  for (int i = 0; i < 16; i++) hex[2 + i] = "0123456789abcdef"[(a >> (60 - 4 * i)) & 15];
+  hex[18] = 0;
+  buf[0] = 0;
+  strcat(buf, "hakmem: fatal: ");
+  strncat(buf, what, 100);
+  strcat(buf, " (pointer ");
+  strcat(buf, hex);
+  strcat(buf, ")\n");
+  hak_write_stderr(buf);
+  abort();
+}

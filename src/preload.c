@@ -1,0 +1,84 @@
+/* The LD_PRELOAD layer: the exported malloc family, glibc's internal entry
+ * points, and the glibc fallback for pointers hakmem did not allocate. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+#define HAK_EXPORT __attribute__((visibility("default")))
+
+/* ------------------------------------------------------ glibc's allocator */
+
+/* glibc's free/realloc/malloc_usable_size, for foreign pointers (allocated
+ * before hakmem took over, or by code bound to glibc directly).  Resolved at
+ * load time by the constructor, so a foreign free never calls into the
+ * dynamic loader; written once, then only read (atomics for the rare case
+ * that two threads resolve them concurrently). */
+static _Atomic(void *) sys_free_fn, sys_realloc_fn, sys_usable_fn;
+
+void hak_sys_init(void)
+{
+  if (atomic_load_explicit(&sys_free_fn, memory_order_acquire) != NULL) return;
+  void *r = dlsym(RTLD_NEXT, "realloc");
+  void *u = dlsym(RTLD_NEXT, "malloc_usable_size");
+  void *f = dlsym(RTLD_NEXT, "free");
+  if (f == NULL || r == NULL || u == NULL) hak_fatal("cannot find glibc's allocator", NULL);
+  atomic_store_explicit(&sys_realloc_fn, r, memory_order_relaxed);
+  atomic_store_explicit(&sys_usable_fn, u, memory_order_relaxed);
+  atomic_store_explicit(&sys_free_fn, f, memory_order_release);  /* last: the guard above */
+}
+
+static void *sys_fn(_Atomic(void *) *fn)
+{
+  void *f = atomic_load_explicit(fn, memory_order_acquire);
+  if (HAK_UNLIKELY(f == NULL)) {
+    hak_sys_init();
+    f = atomic_load_explicit(fn, memory_order_acquire);
+  }
+  return f;
+}
+
+void hak_sys_free(void *p) { ((void (*)(void *))sys_fn(&sys_free_fn))(p); }
+void *hak_sys_realloc(void *p, size_t n) { return ((void *(*)(void *, size_t))sys_fn(&sys_realloc_fn))(p, n); }
+size_t hak_sys_usable_size(void *p) { return ((size_t(*)(void *))sys_fn(&sys_usable_fn))(p); }
+
+__attribute__((constructor)) static void hak_preload_init(void) { hak_init(); }
+
+/* ------------------------------------------------------------- exports */
+
+HAK_EXPORT void *malloc(size_t n) { return hak_malloc(n); }
+HAK_EXPORT void free(void *p) { hak_free(p); }
+HAK_EXPORT void *calloc(size_t n, size_t size) { return hak_calloc(n, size); }
+HAK_EXPORT void *realloc(void *p, size_t n) { return hak_realloc(p, n); }
+HAK_EXPORT void *reallocarray(void *p, size_t n, size_t size) { return hak_reallocarray(p, n, size); }
+HAK_EXPORT int posix_memalign(void **out, size_t a, size_t n) { return hak_posix_memalign(out, a, n); }
+HAK_EXPORT void *aligned_alloc(size_t a, size_t n) { return hak_aligned_alloc(a, n); }
+HAK_EXPORT void *memalign(size_t a, size_t n) { return hak_memalign(a, n); }
+HAK_EXPORT void *valloc(size_t n) { return hak_valloc(n); }
+HAK_EXPORT void *pvalloc(size_t n) { return hak_pvalloc(n); }
+HAK_EXPORT size_t malloc_usable_size(void *p) { return hak_malloc_usable_size(p); }
+HAK_EXPORT void free_sized(void *p, size_t n) { hak_free_sized(p, n); }
+HAK_EXPORT void free_aligned_sized(void *p, size_t a, size_t n) { hak_free_aligned_sized(p, a, n); }
+HAK_EXPORT void cfree(void *p) { hak_free(p); }
+
+/* glibc's internal names: programs (and some libraries) call them directly;
+ * a block from one must be freeable by the other. */
+HAK_EXPORT void *__libc_malloc(size_t n) { return hak_malloc(n); }
+HAK_EXPORT void __libc_free(void *p) { hak_free(p); }
+HAK_EXPORT void *__libc_calloc(size_t n, size_t size) { return hak_calloc(n, size); }
+HAK_EXPORT void *__libc_realloc(void *p, size_t n) { return hak_realloc(p, n); }
+HAK_EXPORT void *__libc_memalign(size_t a, size_t n) { return hak_memalign(a, n); }
+HAK_EXPORT void *__libc_valloc(size_t n) { return hak_valloc(n); }
+HAK_EXPORT void *__libc_pvalloc(size_t n) { return hak_pvalloc(n); }
+HAK_EXPORT int __posix_memalign(void **out, size_t a, size_t n) { return hak_posix_memalign(out, a, n); }
+
+/* malloc_trim: give cached memory back now (returns 1: memory was released
+ * or nothing was cached). */
+HAK_EXPORT int malloc_trim(size_t pad)
+{
+  (void)pad;
+  hak_collect();
+  return 1;
+}

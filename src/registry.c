@@ -1,0 +1,113 @@
+/* The registry: which 2 MiB regions are hakmem's, and safe reclamation.
+ *
+ * A two-level map (hak_map_top -> leaf arrays of tags, see internal.h) answers
+ * "is this pointer ours, and whose?" with two loads and no lock.  Leaves are
+ * installed once with a CAS and never freed.  A region leaves the map first
+ * (release store of 0), and its memory is unmapped only after a liburcu grace
+ * period: every path that dereferences a region it does not own (remote free,
+ * large free, usable size of another thread's block) runs inside an RCU
+ * read-side section, so it never touches unmapped memory even when racing with
+ * a release.  Grace periods are batched: retired regions wait on a ck_stack
+ * until hak_opt.retire_batch of them are pending.
+ *
+ * Flavour: urcu-bp.  It registers reader threads by itself on their first
+ * read lock (the application creates the threads, not us) and, with
+ * sys_membarrier, its read lock is a TLS increment and a compiler barrier.
+ */
+#include <urcu/urcu-bp.h>
+
+#include "internal.h"
+
+_Atomic(_Atomic(uintptr_t) *) hak_map_top[1u << HAK_MAP_TOP_BITS];
+
+#define LEAF_ENTRIES (1u << HAK_MAP_LEAF_BITS)
+#define LEAF_BYTES   (LEAF_ENTRIES * sizeof(uintptr_t))
+
+static _Atomic(uintptr_t) *map_leaf(uintptr_t region, bool create)
+{
+  size_t top = region >> HAK_MAP_LEAF_BITS;
+  _Atomic(uintptr_t) *leaf = atomic_load_explicit(&hak_map_top[top], memory_order_acquire);
+  if (leaf != NULL || !create) return leaf;
+  _Atomic(uintptr_t) *fresh = hak_os_map_aligned(LEAF_BYTES, HAK_PAGE_SIZE);
+  if (fresh == NULL) return NULL;
+  /* release: the zeroed leaf is visible before its pointer; acquire on failure
+   * to see the winner's leaf. */
+  if (!atomic_compare_exchange_strong_explicit(&hak_map_top[top], &leaf, fresh, memory_order_acq_rel,
+                                               memory_order_acquire)) {
+    hak_os_unmap(fresh, LEAF_BYTES);
+    return leaf;
+  }
+  return fresh;
+}
+
+bool hak_map_set_range(void *base, size_t size, uintptr_t tag)
+{
+  uintptr_t first = (uintptr_t)base >> HAK_SS_SHIFT;
+  uintptr_t last = ((uintptr_t)base + size - 1) >> HAK_SS_SHIFT;
+  for (uintptr_t r = first; r <= last; r++) {
+    _Atomic(uintptr_t) *leaf = map_leaf(r, true);
+    if (leaf == NULL) {
+      for (uintptr_t q = first; q < r; q++)
+        atomic_store_explicit(&map_leaf(q, false)[q & (LEAF_ENTRIES - 1)], 0, memory_order_release);
+      return false;
+    }
+    /* release: the region's header (written before) is visible to any thread
+     * that reads this tag with acquire. */
+    atomic_store_explicit(&leaf[r & (LEAF_ENTRIES - 1)], tag, memory_order_release);
+  }
+  return true;
+}
+
+void hak_map_clear_range(void *base, size_t size)
+{
+  uintptr_t first = (uintptr_t)base >> HAK_SS_SHIFT;
+  uintptr_t last = ((uintptr_t)base + size - 1) >> HAK_SS_SHIFT;
+  for (uintptr_t r = first; r <= last; r++)
+    atomic_store_explicit(&map_leaf(r, false)[r & (LEAF_ENTRIES - 1)], 0, memory_order_release);
+}
+
+void hak_rcu_read_lock(void) { urcu_bp_read_lock(); }
+void hak_rcu_read_unlock(void) { urcu_bp_read_unlock(); }
+
+/* ------------------------------------------------------------ retire list */
+
+static ck_stack_t retire_stack = CK_STACK_INITIALIZER;
+static _Atomic(uint32_t) retire_pending;
+
+void hak_retire(hak_retired_t *r, void *base, size_t size)
+{
+  r->base = base;
+  r->size = size;
+  ck_stack_push_upmc(&retire_stack, &r->link);
+  /* relaxed: only a heuristic trigger; the stack itself orders the entries. */
+  if (atomic_fetch_add_explicit(&retire_pending, 1, memory_order_relaxed) + 1 >= hak_opt.retire_batch)
+    hak_retire_flush();
+}
+
+/* Take every pending region, wait one grace period, unmap them all.  Never
+ * called inside a read-side section (synchronize_rcu would wait for itself). */
+void hak_retire_flush(void)
+{
+  ck_stack_entry_t *e = ck_stack_batch_pop_upmc(&retire_stack);
+  if (e == NULL) return;
+  uint32_t n = 0;
+  for (ck_stack_entry_t *x = e; x != NULL; x = x->next) n++;
+  atomic_fetch_sub_explicit(&retire_pending, n, memory_order_relaxed);
+  urcu_bp_synchronize_rcu();
+  while (e != NULL) {
+    hak_retired_t *r = (hak_retired_t *)e;  /* link is the first member */
+    ck_stack_entry_t *next = e->next;       /* read before the memory goes */
+    void *base = r->base;
+    size_t size = r->size;
+    hak_os_unmap(base, size);
+    atomic_fetch_sub_explicit(&hak_gstats.mapped_bytes, size, memory_order_relaxed);
+    e = next;
+  }
+}
+
+void hak_registry_before_fork(void) { urcu_bp_before_fork(); }
+void hak_registry_after_fork(bool child)
+{
+  if (child) urcu_bp_after_fork_child();
+  else urcu_bp_after_fork_parent();
+}

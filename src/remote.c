@@ -1,0 +1,134 @@
+/* Remote free: the per-slab remote_heads[] stacks and the delayed-free
+ * hand-over that brings a full slab back to its owner (protocol in internal.h,
+ * hak_remote_t). */
+#include <sched.h>
+
+#include "internal.h"
+
+static inline hak_block_t *rs_ptr(uintptr_t v) { return (hak_block_t *)(v & ~HAK_RS_MASK); }
+static inline uintptr_t rs_state(uintptr_t v) { return v & HAK_RS_MASK; }
+
+/* Push b (a block of s, validated by the caller, who holds the RCU read lock)
+ * from a thread that does not own s. */
+void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
+{
+  _Atomic(uintptr_t) *head = &ss->remote_heads[s->unit].head;
+  b->key = hak_free_key;
+  uintptr_t old = atomic_load_explicit(head, memory_order_relaxed), nv;
+  bool delayed;
+  do {
+    delayed = rs_state(old) == HAK_RS_USE_DELAYED;
+    if (delayed) {
+      nv = (old & ~HAK_RS_MASK) | HAK_RS_DELAYED_FREEING;
+    } else {
+      b->next = rs_ptr(old);
+      nv = (uintptr_t)b | rs_state(old);
+    }
+    /* release: b's next/key are visible to the owner's acquiring exchange;
+     * acquire: for the delayed path, ss->owner as the owner published it
+     * before it set USE_DELAYED. */
+  } while (!atomic_compare_exchange_weak_explicit(head, &old, nv, memory_order_acq_rel, memory_order_relaxed));
+  if (HAK_LIKELY(!delayed)) return;
+
+  /* The slab is full and out of the owner's lists: give the block to the
+   * owner heap's delayed list so the owner finds the slab again.  The owner
+   * cannot leave (abandon waits for DELAYED_FREEING to clear) and cannot free
+   * the slab (it defers blocks whose slab is DELAYED_FREEING). */
+  hak_heap_t *owner = atomic_load_explicit(&ss->owner, memory_order_acquire);
+  hak_block_t *top = atomic_load_explicit(&owner->delayed, memory_order_relaxed);
+  do {
+    b->next = top;
+  } while (!atomic_compare_exchange_weak_explicit(&owner->delayed, &top, b, memory_order_release,
+                                                  memory_order_relaxed));
+  /* Back to NORMAL; only this thread may change DELAYED_FREEING.  release:
+   * the push above happens before the owner sees the state change. */
+  old = atomic_load_explicit(head, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(head, &old, (old & ~HAK_RS_MASK) | HAK_RS_NORMAL,
+                                                memory_order_release, memory_order_relaxed)) {
+  }
+}
+
+/* Owner: take every block of the remote stack into s->free and set the state
+ * to new_state (or keep it, with new_state > 3).  Returns the number taken. */
+uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state)
+{
+  _Atomic(uintptr_t) *head = &hak_slab_remote(s)->head;
+  uintptr_t old = atomic_load_explicit(head, memory_order_relaxed), nv;
+  do {
+    if (rs_ptr(old) == NULL && (new_state > HAK_RS_MASK || rs_state(old) == new_state)) return 0;
+    nv = new_state > HAK_RS_MASK ? rs_state(old) : new_state;
+    /* acquire: the pushers' writes to the blocks' next and key. */
+  } while (!atomic_compare_exchange_weak_explicit(head, &old, nv, memory_order_acquire, memory_order_relaxed));
+  hak_block_t *list = rs_ptr(old);
+  if (list == NULL) return 0;
+  uint32_t n = 1;
+  hak_block_t *tail = list;
+  while (tail->next != NULL) { tail = tail->next; n++; }
+  tail->next = s->free;
+  s->free = list;
+  if (HAK_UNLIKELY(n > s->used)) hak_fatal("remote free list holds more blocks than the slab handed out", list);
+  s->used -= n;
+  return n;
+}
+
+/* Owner: s is exhausted; ask remote freers to use the delayed list.  Fails
+ * (false) if blocks are waiting on the stack: collect them instead. */
+bool hak_remote_mark_full(hak_slab_t *s)
+{
+  _Atomic(uintptr_t) *head = &hak_slab_remote(s)->head;
+  for (;;) {
+    uintptr_t old = atomic_load_explicit(head, memory_order_relaxed);
+    if (rs_ptr(old) != NULL) return false;
+    if (rs_state(old) == HAK_RS_USE_DELAYED) return true;
+    if (rs_state(old) == HAK_RS_DELAYED_FREEING) { sched_yield(); continue; }
+    /* release: ss->owner (set before) is visible to a freer acquiring the
+     * USE_DELAYED state. */
+    if (atomic_compare_exchange_weak_explicit(head, &old, HAK_RS_USE_DELAYED, memory_order_release,
+                                              memory_order_relaxed))
+      return true;
+  }
+}
+
+/* Owner: set the state bits, waiting out a hand-over in progress. */
+void hak_remote_set_state(hak_slab_t *s, uintptr_t state)
+{
+  _Atomic(uintptr_t) *head = &hak_slab_remote(s)->head;
+  for (;;) {
+    uintptr_t old = atomic_load_explicit(head, memory_order_acquire);
+    if (rs_state(old) == state) return;
+    if (rs_state(old) == HAK_RS_DELAYED_FREEING) { sched_yield(); continue; }
+    if (atomic_compare_exchange_weak_explicit(head, &old, (old & ~HAK_RS_MASK) | state, memory_order_acq_rel,
+                                              memory_order_relaxed))
+      return;
+  }
+}
+
+/* Owner: free every block other threads handed over through the delayed list.
+ * A block whose slab is still DELAYED_FREEING (its freer has not finished) is
+ * put back for the next drain, so the slab is never freed under the freer. */
+void hak_remote_drain_delayed(hak_heap_t *h)
+{
+  hak_block_t *b = atomic_exchange_explicit(&h->delayed, NULL, memory_order_acquire);
+  hak_block_t *later = NULL, *later_tail = NULL;
+  while (b != NULL) {
+    hak_block_t *next = b->next;
+    hak_superslab_t *ss = hak_ss_of(b);
+    hak_slab_t *s = hak_slab_of(ss, b);
+    uintptr_t st = atomic_load_explicit(&ss->remote_heads[s->unit].head, memory_order_acquire);
+    if (rs_state(st) == HAK_RS_DELAYED_FREEING) {
+      b->next = later;
+      later = b;
+      if (later_tail == NULL) later_tail = b;
+    } else {
+      hak_heap_free_block(h, s, b);
+    }
+    b = next;
+  }
+  if (later != NULL) {
+    hak_block_t *top = atomic_load_explicit(&h->delayed, memory_order_relaxed);
+    do {
+      later_tail->next = top;
+    } while (!atomic_compare_exchange_weak_explicit(&h->delayed, &top, later, memory_order_release,
+                                                    memory_order_relaxed));
+  }
+}

@@ -1,0 +1,195 @@
+/* SuperSlabs: map, carve into slabs, give slabs back, purge, release.
+ * Every function here runs on the owner heap's thread (see internal.h). */
+#include <string.h>
+
+#include "internal.h"
+
+static inline uint32_t units_mask(unsigned first, unsigned span)
+{
+  return (uint32_t)((((uint64_t)1 << span) - 1) << first);
+}
+
+static void slab_reset(hak_superslab_t *ss, unsigned u)
+{
+  hak_slab_t *s = &ss->slabs[u];
+  memset(s, 0, sizeof *s);
+  s->unit = (uint8_t)u;
+  s->span = 1;
+  s->start = (uint8_t *)ss + (u == 0 ? HAK_SS_HEADER_SIZE : (size_t)u << HAK_UNIT_SHIFT);
+  ss->unit_slab[u] = (uint8_t)u;
+}
+
+void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss)
+{
+  ss->prev = NULL;
+  ss->next = h->ss_list;
+  if (h->ss_list) h->ss_list->prev = ss;
+  h->ss_list = ss;
+  h->ss_count++;
+  if (ss->used_slabs == 0) h->empty_ss++;
+  if (ss->dirty_units != 0) {
+    if (h->dirty_units == 0) h->dirty_since_ms = hak_os_now_ms();
+    h->dirty_units += (uint32_t)__builtin_popcount(ss->dirty_units);
+  }
+}
+
+void hak_ss_unlink(hak_heap_t *h, hak_superslab_t *ss)
+{
+  if (ss->prev) ss->prev->next = ss->next;
+  else h->ss_list = ss->next;
+  if (ss->next) ss->next->prev = ss->prev;
+  ss->prev = ss->next = NULL;
+  h->ss_count--;
+  if (ss->used_slabs == 0) h->empty_ss--;
+  h->dirty_units -= (uint32_t)__builtin_popcount(ss->dirty_units);
+}
+
+hak_superslab_t *hak_ss_create(hak_heap_t *h)
+{
+  hak_superslab_t *ss = hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
+  if (ss == NULL) return NULL;
+  /* Fresh anonymous memory is zero: only the non-zero fields are written. */
+  ss->magic = HAK_SS_MAGIC;
+  atomic_store_explicit(&ss->owner, h, memory_order_relaxed);
+  ss->free_units = HAK_ALL_UNITS;
+  for (unsigned u = 0; u < HAK_UNITS; u++) slab_reset(ss, u);
+  if (!hak_map_set_range(ss, HAK_SS_SIZE, h->tag)) {
+    hak_os_unmap(ss, HAK_SS_SIZE);
+    return NULL;
+  }
+  hak_ss_link(h, ss);
+  hak_gcount(&hak_gstats.ss_mapped, 1);
+  hak_gcount(&hak_gstats.mapped_bytes, HAK_SS_SIZE);
+  return ss;
+}
+
+static int find_run(uint32_t free, unsigned span)
+{
+  for (unsigned u = 0; u + span <= HAK_UNITS; u++) {
+    uint32_t m = units_mask(u, span);
+    if ((free & m) == m) return (int)u;
+  }
+  return -1;
+}
+
+/* A new slab of class cls: from a SuperSlab in use if one has room, else from
+ * an empty one the heap keeps, else from a new SuperSlab. */
+hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls)
+{
+  unsigned span = hak_class_span[cls];
+  hak_superslab_t *pick = NULL;
+  int unit = -1;
+  for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next) {
+    if (ss->free_units == 0) continue;
+    int u = find_run(ss->free_units, span);
+    if (u < 0) continue;
+    pick = ss;
+    unit = u;
+    if (ss->used_slabs != 0) break;  /* prefer filling SuperSlabs in use */
+  }
+  if (pick == NULL) {
+    pick = hak_ss_create(h);
+    if (pick == NULL) return NULL;
+    unit = 0;
+  }
+  hak_superslab_t *ss = pick;
+  uint32_t m = units_mask((unsigned)unit, span);
+  uint32_t dirty = ss->dirty_units & m;
+  h->dirty_units -= (uint32_t)__builtin_popcount(dirty);
+  ss->dirty_units &= ~m;
+  ss->free_units &= ~m;
+  if (ss->used_slabs++ == 0) h->empty_ss--;
+
+  hak_slab_t *s = &ss->slabs[unit];
+  uint32_t bs = hak_class_size[cls];
+  uint8_t *end = (uint8_t *)ss + ((size_t)(unit + span) << HAK_UNIT_SHIFT);
+  s->free = NULL;
+  s->used = 0;
+  s->capacity = 0;
+  s->block_size = bs;
+  s->inv = (((uint64_t)1 << 40) + bs - 1) / bs;
+  s->reserved = (uint32_t)((size_t)(end - s->start) / bs);
+  s->prev = s->next = NULL;
+  s->cls = (uint8_t)cls;
+  s->state = HAK_SLAB_CUR;
+  s->span = (uint8_t)span;
+  for (unsigned u = (unsigned)unit; u < (unsigned)unit + span; u++) ss->unit_slab[u] = (uint8_t)unit;
+  /* No thread can reach a slab that holds no block: plain reset is enough,
+   * but the head is atomic, so store it as one. */
+  atomic_store_explicit(&ss->remote_heads[unit].head, HAK_RS_NORMAL, memory_order_relaxed);
+  return s;
+}
+
+/* Carve the next page or so of never-used blocks onto the free list, so a
+ * fresh slab only commits the memory it is actually using. */
+bool hak_slab_extend(hak_slab_t *s)
+{
+  if (s->capacity >= s->reserved) return false;
+  uint32_t bs = s->block_size;
+  uint32_t n = bs >= 16384 ? 1 : 16384 / bs;
+  if (n > s->reserved - s->capacity) n = s->reserved - s->capacity;
+  uint8_t *first = s->start + (size_t)s->capacity * bs;
+  hak_block_t *prev = s->free;
+  for (uint32_t i = n; i-- > 0;) {
+    hak_block_t *b = (hak_block_t *)(first + (size_t)i * bs);
+    b->next = prev;
+    b->key = hak_free_key;
+    prev = b;
+  }
+  s->free = prev;
+  s->capacity += n;
+  return true;
+}
+
+/* Give an empty slab's units back to its SuperSlab.  The caller has taken
+ * it out of every list; its remote stack is empty (used == 0). */
+void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s)
+{
+  hak_superslab_t *ss = hak_ss_of(s);
+  unsigned unit = s->unit, span = s->span;
+  uint32_t m = units_mask(unit, span);
+  for (unsigned u = unit; u < unit + span; u++) slab_reset(ss, u);
+  ss->free_units |= m;
+  uint32_t newly_dirty = m & ~ss->dirty_units;
+  ss->dirty_units |= m;
+  if (h->dirty_units == 0) h->dirty_since_ms = hak_os_now_ms();
+  h->dirty_units += (uint32_t)__builtin_popcount(newly_dirty);
+  if (--ss->used_slabs == 0) h->empty_ss++;
+}
+
+/* Take ss out of the heap and the registry; unmap it after a grace period. */
+void hak_ss_release(hak_heap_t *h, hak_superslab_t *ss)
+{
+  if (h != NULL) hak_ss_unlink(h, ss);
+  hak_map_clear_range(ss, HAK_SS_SIZE);
+  hak_gcount(&hak_gstats.ss_unmapped, 1);
+  hak_retire(&ss->retired, ss, HAK_SS_SIZE);
+}
+
+static void purge_ss(hak_superslab_t *ss)
+{
+  uint32_t d = ss->dirty_units;
+  while (d != 0) {
+    unsigned first = (unsigned)__builtin_ctz(d), last = first;
+    while (last + 1 < HAK_UNITS && (d >> (last + 1)) & 1) last++;
+    uint8_t *from = (uint8_t *)ss + (first == 0 ? HAK_SS_HEADER_SIZE : (size_t)first << HAK_UNIT_SHIFT);
+    uint8_t *to = (uint8_t *)ss + ((size_t)(last + 1) << HAK_UNIT_SHIFT);
+    hak_os_purge(from, (size_t)(to - from));
+    d &= ~units_mask(first, last - first + 1);
+  }
+  ss->dirty_units = 0;
+}
+
+/* Return the pages of free units to the OS once they have been free for
+ * purge_delay_ms, or at once when the heap holds more than purge_threshold
+ * of them, or when forced.  A burst of frees and mallocs reuses its pages. */
+void hak_ss_purge(hak_heap_t *h, bool force)
+{
+  if (h->dirty_units == 0) return;
+  if (!force && (size_t)h->dirty_units * HAK_UNIT_SIZE <= hak_opt.purge_threshold &&
+      hak_os_now_ms() - h->dirty_since_ms < hak_opt.purge_delay_ms)
+    return;
+  for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next)
+    if (ss->dirty_units != 0) purge_ss(ss);
+  h->dirty_units = 0;
+}
