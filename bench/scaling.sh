@@ -1,0 +1,337 @@
+#!/usr/bin/env bash
+# bench/scaling.sh - run the hakmem workloads under several allocators and
+# thread counts, and summarise them as a markdown table, CSV files and a PNG.
+#
+#   bench/scaling.sh [options]
+#
+# Options (each has an environment variable of the same meaning):
+#   -w, --workloads LIST   WORKLOADS   default "larson churn prodcons strings realloc falseshare"
+#   -a, --allocators LIST  ALLOCATORS  default "hakmem glibc mimalloc jemalloc tcmalloc"
+#   -t, --threads LIST     THREADS     default "1 2 4"
+#   -r, --runs N           RUNS        runs per point, the median is reported (default 5)
+#   -s, --secs S           SECS        duration of each non-larson run (default 1)
+#   -o, --out DIR          OUT         output dir (default $BUILD_DIR/bench-results)
+#       --quick                        WORKLOADS=larson
+#   -h, --help
+# Other environment variables:
+#   BUILD_DIR    build tree holding bench/ and libhakmem.so (default <repo>/build)
+#   HAKMEM_LIB   the preload library for "hakmem" (default $BUILD_DIR/libhakmem.so)
+#   LARSON_ARGS  larson arguments before the thread count
+#                (default "2 8 1000 5000 100 4141": sleep 2 s, sizes 8..1000 B,
+#                5000 blocks per thread, 100 rounds, seed 4141)
+#   TIMEOUT      seconds before a run is killed (default: 3x its duration + 30)
+#
+# An allocator entry may also be NAME=/path/to/lib.so.  "hakmem" missing is an
+# error (drop it from ALLOCATORS to measure the others only); missing peers
+# are skipped.  Runs are interleaved: for each workload and thread count,
+# round r runs every allocator once (in an order rotated each round), so slow
+# drift of the machine affects all allocators alike.
+#
+# Exit status: 0 if every run succeeded, 1 if some run failed or crashed
+# (the table is still printed, with the failures marked), 2 on setup errors.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+WORKLOADS=${WORKLOADS:-"larson churn prodcons strings realloc falseshare"}
+ALLOCATORS=${ALLOCATORS:-"hakmem glibc mimalloc jemalloc tcmalloc"}
+THREADS=${THREADS:-"1 2 4"}
+RUNS=${RUNS:-5}
+SECS=${SECS:-1}
+LARSON_ARGS=${LARSON_ARGS:-"2 8 1000 5000 100 4141"}
+TIMEOUT=${TIMEOUT:-}
+OUT=${OUT:-}
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -w|--workloads) WORKLOADS=$2; shift 2 ;;
+    -a|--allocators) ALLOCATORS=$2; shift 2 ;;
+    -t|--threads) THREADS=$2; shift 2 ;;
+    -r|--runs) RUNS=$2; shift 2 ;;
+    -s|--secs) SECS=$2; shift 2 ;;
+    -o|--out) OUT=$2; shift 2 ;;
+    --quick) WORKLOADS=larson; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "scaling.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+die() { echo "scaling.sh: $*" >&2; exit 2; }
+note() { echo "scaling.sh: $*" >&2; }
+
+abspath() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+BUILD_DIR=$(abspath "${BUILD_DIR:-$ROOT/build}")
+HAKMEM_LIB=$(abspath "${HAKMEM_LIB:-$BUILD_DIR/libhakmem.so}")
+OUT=$(abspath "${OUT:-$BUILD_DIR/bench-results}")
+BIN=$BUILD_DIR/bench
+
+[[ $RUNS =~ ^[0-9]+$ && $RUNS -ge 1 ]] || die "RUNS must be a positive integer"
+[[ $RUNS -ge 5 ]] || note "warning: RUNS=$RUNS; medians of fewer than 5 runs are noisy"
+for t in $THREADS; do [[ $t =~ ^[1-9][0-9]*$ ]] || die "bad thread count '$t'"; done
+read -r -a larson_args <<<"$LARSON_ARGS"
+[[ ${#larson_args[@]} -eq 6 ]] || die "LARSON_ARGS needs 6 numbers: sleep min max chunks rounds seed"
+larson_sleep=${larson_args[0]}
+
+known_workloads="larson churn prodcons strings realloc falseshare"
+for w in $WORKLOADS; do
+  [[ " $known_workloads " == *" $w "* ]] || die "unknown workload '$w' (known: $known_workloads)"
+  [[ -x $BIN/$w ]] || die "$BIN/$w is missing: build first (cmake -S $ROOT -B $BUILD_DIR -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD_DIR -j2)"
+done
+[[ -x $BIN/runmeasure ]] || die "$BIN/runmeasure is missing: build first"
+
+# ---- allocators ----
+find_lib() {     # find_lib soname...: first existing path
+  local dirs=("/usr/lib/$(uname -m)-linux-gnu" /usr/lib64 /usr/lib /usr/local/lib) d n
+  for n in "$@"; do for d in "${dirs[@]}"; do
+    [[ -e $d/$n ]] && { echo "$d/$n"; return 0; }
+  done; done
+  return 1
+}
+# Prints ok if LD_PRELOAD=$1 really maps the library (ld.so only warns and
+# carries on with glibc when a preload fails, which would silently measure
+# the wrong allocator).
+preload_works() {
+  local real; real=$(readlink -f "$1")
+  LD_PRELOAD=$1 cat /proc/self/maps 2>/dev/null | grep -qF "$real"
+}
+
+alloc_names=()
+alloc_libs=()
+for a in $ALLOCATORS; do
+  name=$a lib=
+  case "$a" in
+    *=*) name=${a%%=*}; lib=$(abspath "${a#*=}") ;;
+    hakmem) lib=$HAKMEM_LIB ;;
+    glibc) lib= ;;
+    mimalloc) lib=$(find_lib libmimalloc.so.2 libmimalloc.so) || { note "mimalloc not installed: skipped"; continue; } ;;
+    jemalloc) lib=$(find_lib libjemalloc.so.2 libjemalloc.so) || { note "jemalloc not installed: skipped"; continue; } ;;
+    tcmalloc) lib=$(find_lib libtcmalloc_minimal.so.4 libtcmalloc.so.4) || { note "tcmalloc not installed: skipped"; continue; } ;;
+    *) die "unknown allocator '$a' (use NAME=/path/lib.so for others)" ;;
+  esac
+  if [[ -n $lib ]]; then
+    if [[ ! -e $lib ]]; then
+      [[ $name == hakmem ]] && die "hakmem library $lib not found: build it, set HAKMEM_LIB, or drop hakmem from ALLOCATORS"
+      die "$name: $lib not found"
+    fi
+    preload_works "$lib" || die "$name: LD_PRELOAD=$lib does not load (see: LD_PRELOAD=$lib true)"
+  fi
+  alloc_names+=("$name")
+  alloc_libs+=("$lib")
+done
+[[ ${#alloc_names[@]} -ge 1 ]] || die "no allocator to run"
+nalloc=${#alloc_names[@]}
+
+mkdir -p "$OUT"
+RAW=$OUT/raw.csv
+LOG=$OUT/stderr.log
+echo "workload,threads,allocator,run,ops_per_s,maxrss_kb,wall_s,status" >"$RAW"
+: >"$LOG"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# ---- plan ----
+nwl=0; for w in $WORKLOADS; do nwl=$((nwl + 1)); done
+nth=0; for t in $THREADS; do nth=$((nth + 1)); done
+total=$((nwl * nth * RUNS * nalloc))
+est=0
+for w in $WORKLOADS; do
+  if [[ $w == larson ]]; then d=$larson_sleep; else d=$SECS; fi
+  est=$(awk -v e="$est" -v d="$d" -v n=$((nth * RUNS * nalloc)) 'BEGIN { printf "%d", e + n * (d + 0.15) }')
+done
+ncpu=$(nproc)
+note "$total runs: workloads [$WORKLOADS] x threads [$THREADS] x $RUNS runs x allocators [${alloc_names[*]}], about $((est / 60))m$((est % 60))s"
+note "this machine has $ncpu CPUs: thread counts above $ncpu oversubscribe"
+note "results in $OUT"
+
+fmt_rate() { awk -v x="$1" 'BEGIN { if (x == "") print "FAIL"; else if (x >= 1e9) printf "%.2fG", x / 1e9; else if (x >= 1e6) printf "%.2fM", x / 1e6; else if (x >= 1e3) printf "%.1fk", x / 1e3; else printf "%d", x }'; }
+
+# ---- run ----
+failures=0
+done_runs=0
+t_start=$SECONDS
+for w in $WORKLOADS; do
+  for t in $THREADS; do
+    if [[ $w == larson ]]; then
+      cmd=("$BIN/larson" "${larson_args[@]}" "$t"); dur=$larson_sleep
+    else
+      cmd=("$BIN/$w" "$t" "$SECS"); dur=$SECS
+    fi
+    to=${TIMEOUT:-$(awk -v d="$dur" 'BEGIN { printf "%d", 3 * d + 30 }')}
+    for ((r = 1; r <= RUNS; r++)); do
+      for ((k = 0; k < nalloc; k++)); do
+        i=$(((k + r - 1) % nalloc))          # rotate the order every round
+        name=${alloc_names[$i]} lib=${alloc_libs[$i]}
+        echo "### $w threads=$t allocator=$name run=$r: ${cmd[*]}" >>"$LOG"
+        set +e
+        stdout=$("$BIN/runmeasure" -p "$lib" -t "$to" -o "$tmp/res" -- "${cmd[@]}" 2>>"$LOG")
+        set -e
+        res=$(cat "$tmp/res" 2>/dev/null || echo "maxrss_kb=0 wall_s=0 status=norun")
+        rss=$(sed -n 's/.*maxrss_kb=\([0-9]*\).*/\1/p' <<<"$res")
+        wall=$(sed -n 's/.*wall_s=\([0-9.]*\).*/\1/p' <<<"$res")
+        status=$(sed -n 's/.*status=\([^ ]*\).*/\1/p' <<<"$res")
+        if [[ $w == larson ]]; then
+          ops=$(sed -n 's/^Throughput = *\([0-9][0-9]*\) operations per second.*/\1/p' <<<"$stdout" | head -1)
+        else
+          ops=$(sed -n 's/^RESULT .* ops\/s=\([0-9][0-9]*\).*/\1/p' <<<"$stdout" | head -1)
+        fi
+        if [[ $status != exit:0 || -z $ops ]]; then
+          failures=$((failures + 1))
+          [[ -z $ops ]] && status="$status/no-result"
+          ops=
+          echo "### FAILED: status=$status stdout: $stdout" >>"$LOG"
+        else
+          [[ -n $stdout ]] && echo "$stdout" >>"$LOG"
+        fi
+        echo "$w,$t,$name,$r,${ops:-NA},${rss:-0},${wall:-0},$status" >>"$RAW"
+        done_runs=$((done_runs + 1))
+        el=$((SECONDS - t_start))
+        eta=$(((total - done_runs) * el / done_runs))
+        if [[ -n $ops ]]; then
+          what="$(fmt_rate "$ops") ops/s, $((rss / 1024)) MiB"
+        else
+          what="FAILED ($status), see $LOG"
+        fi
+        printf '[%4d/%d] %-10s T=%-2s run %d/%d %-9s %s  (ETA %dm%02ds)\n' \
+          "$done_runs" "$total" "$w" "$t" "$r" "$RUNS" "$name" "$what" \
+          $((eta / 60)) $((eta % 60)) >&2
+      done
+    done
+  done
+done
+
+# ---- summary, table, plot data ----
+SUMMARY=$OUT/summary.csv
+TABLE=$OUT/table.md
+cpu_model=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
+commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
+{
+  echo "hakmem bench/scaling.sh, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit"
+  echo "machine: ${cpu_model:-unknown CPU}, $ncpu CPUs, $(uname -sr)"
+  echo "median of $RUNS runs per point; larson ${larson_args[*]} T; other workloads ${SECS}s each"
+  echo
+} >"$TABLE"
+
+awk -F, -v WL="$WORKLOADS" -v TH="$THREADS" -v AL="${alloc_names[*]}" \
+    -v SUMMARY="$SUMMARY" -v OUTDIR="$OUT" -v RUNS="$RUNS" -v NCPU="$ncpu" '
+function sortn(a, n,   i, j, x) {
+  for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+}
+function median(a, n) { sortn(a, n); return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+function rate(x) {
+  if (x >= 1e9) return sprintf("%.2f G", x / 1e9)
+  if (x >= 1e6) return sprintf("%.2f M", x / 1e6)
+  if (x >= 1e3) return sprintf("%.1f k", x / 1e3)
+  return sprintf("%d", x)
+}
+function mib(kb) { return sprintf("%.1f MiB", kb / 1024) }
+NR == 1 { next }
+{
+  k = $1 SUBSEP $2 SUBSEP $3
+  runs[k]++
+  if ($5 != "NA") { n = ++ok[k]; ops[k, n] = $5 + 0; rss[k, n] = $6 + 0 }
+}
+END {
+  nw = split(WL, wl, " "); nt = split(TH, th, " "); na = split(AL, al, " ")
+  hashak = 0; for (a = 1; a <= na; a++) if (al[a] == "hakmem") hashak = 1
+  print "workload,threads,allocator,runs,runs_ok,median_ops_per_s,min_ops_per_s,max_ops_per_s,median_maxrss_kb" > SUMMARY
+  for (w = 1; w <= nw; w++) for (t = 1; t <= nt; t++) for (a = 1; a <= na; a++) {
+    k = wl[w] SUBSEP th[t] SUBSEP al[a]
+    n = ok[k] + 0
+    if (n == 0) { med[k] = ""; mrss[k] = ""; printf "%s,%s,%s,%d,0,,,,\n", wl[w], th[t], al[a], runs[k] >> SUMMARY; continue }
+    for (i = 1; i <= n; i++) { x[i] = ops[k, i]; y[i] = rss[k, i] }
+    med[k] = median(x, n); mrss[k] = median(y, n)
+    printf "%s,%s,%s,%d,%d,%.0f,%.0f,%.0f,%.0f\n", wl[w], th[t], al[a], runs[k], n, med[k], x[1], x[n], mrss[k] >> SUMMARY
+  }
+  close(SUMMARY)
+
+  printf "| %-10s | %7s | %-9s | %14s | %13s | %9s | %11s |\n", "workload", "threads", "allocator", "ops/s (median)", "peak RSS", "vs 1T", "hakmem/peer"
+  printf "|%s|%s|%s|%s|%s|%s|%s|\n", "------------", "--------:", "-----------", "---------------:", "--------------:", "----------:", "------------:"
+  for (w = 1; w <= nw; w++) {
+    for (t = 1; t <= nt; t++) for (a = 1; a <= na; a++) {
+      k = wl[w] SUBSEP th[t] SUBSEP al[a]
+      k1 = wl[w] SUBSEP th[1] SUBSEP al[a]
+      kh = wl[w] SUBSEP th[t] SUBSEP "hakmem"
+      if (med[k] == "") { cell = "FAIL (0/" runs[k] ")"; rcell = "-"; scale = "-"; ratio = "-" }
+      else {
+        cell = rate(med[k]); if (ok[k] < runs[k]) cell = cell " (" ok[k] "/" runs[k] " ok)"
+        rcell = mib(mrss[k])
+        scale = (med[k1] != "" && med[k1] > 0) ? sprintf("%.2fx", med[k] / med[k1]) : "-"
+        if (!hashak || al[a] == "hakmem") ratio = "-"
+        else ratio = (med[kh] != "" && med[k] > 0) ? sprintf("%.2fx", med[kh] / med[k]) : "-"
+      }
+      printf "| %-10s | %7s | %-9s | %14s | %13s | %9s | %11s |\n", wl[w], th[t], al[a], cell, rcell, scale, ratio
+    }
+  }
+  print ""
+  print "vs 1T: median throughput at this thread count / at " th[1] " thread(s) (the 4T/1T ratio on 4-thread rows)."
+  if (hashak) print "hakmem/peer: hakmem median throughput / this allocator median, same workload and threads (>1: hakmem faster)."
+  print "prodcons: threads = producer/consumer pairs (2T threads). falseshare: ops = writes to blocks, not mallocs."
+  print "This machine has " NCPU " CPUs: larger thread counts oversubscribe it."
+
+  # one gnuplot data file per workload: threads, then Mops/s per allocator
+  for (w = 1; w <= nw; w++) {
+    f = OUTDIR "/" wl[w] ".dat"
+    line = "threads"; for (a = 1; a <= na; a++) line = line " " al[a]
+    print line > f
+    for (t = 1; t <= nt; t++) {
+      line = th[t]
+      for (a = 1; a <= na; a++) {
+        k = wl[w] SUBSEP th[t] SUBSEP al[a]
+        line = line " " ((med[k] == "") ? "?" : sprintf("%.4f", med[k] / 1e6))
+      }
+      print line > f
+    }
+    close(f)
+  }
+}' "$RAW" >>"$TABLE"
+
+cat "$TABLE"
+
+# ---- chart ----
+if command -v gnuplot >/dev/null 2>&1; then
+  PNG=$OUT/scaling.png
+  cols=$(( nwl < 3 ? nwl : 3 ))
+  rows=$(( (nwl + cols - 1) / cols ))
+  xtics=$(echo $THREADS | sed 's/ /, /g')
+  term="pngcairo size $((cols * 600)),$((rows * 380)) font 'DejaVu Sans,10'"
+  gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1 || term="png size $((cols * 600)),$((rows * 380))"
+  {
+    echo "set terminal $term"
+    echo "set output '$PNG'"
+    echo "set datafile missing '?'"
+    echo "set multiplot layout $rows,$cols title 'hakmem scaling: throughput vs threads (median of $RUNS runs, $ncpu CPUs)'"
+    echo "set key outside right top vertical font ',9'"
+    echo "set grid"
+    echo "set xtics ($xtics)"
+    echo "set logscale x 2"
+    echo "set xrange [*:*]"
+    echo "set offsets graph 0.05, graph 0.05, 0, 0"
+    echo "set yrange [0:*]"
+    echo "set xlabel 'threads'"
+    echo "set ylabel 'Mops/s'"
+    for w in $WORKLOADS; do
+      label=$w
+      [[ $w == prodcons ]] && label="prodcons (x = pairs)"
+      [[ $w == falseshare ]] && label="falseshare (Mwrites/s)"
+      echo "set title '$label'"
+      echo "plot for [i=2:$((nalloc + 1))] '$OUT/$w.dat' using 1:i with linespoints lw 2 pt 7 title columnheader(i)"
+    done
+    echo "unset multiplot"
+  } >"$OUT/scaling.gp"
+  if gnuplot "$OUT/scaling.gp" 2>>"$LOG"; then
+    echo
+    echo "chart: $PNG"
+  else
+    note "gnuplot failed (see $LOG); data files are in $OUT"
+  fi
+else
+  note "gnuplot not installed: no chart (data files are in $OUT)"
+fi
+echo "table: $TABLE  summary: $SUMMARY  raw runs: $RAW"
+
+if [[ $failures -gt 0 ]]; then
+  note "$failures of $total runs failed; see $LOG"
+  exit 1
+fi
