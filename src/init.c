@@ -55,6 +55,7 @@ bool hak_init_recursing(void)
 static void fork_prepare(void)
 {
   hak_heap_before_fork();
+  hak_ss_before_fork();
   hak_handoff_before_fork();
   hak_registry_before_fork();
 }
@@ -62,12 +63,14 @@ static void fork_parent(void)
 {
   hak_registry_after_fork(false);
   hak_handoff_after_fork(false);
+  hak_ss_after_fork(false);
   hak_heap_after_fork(false);
 }
 static void fork_child(void)
 {
   hak_registry_after_fork(true);
   hak_handoff_after_fork(true);
+  hak_ss_after_fork(true);
   hak_heap_after_fork(true);
 }
 

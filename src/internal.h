@@ -162,7 +162,7 @@ typedef struct hak_superslab {
   uint32_t used_slabs;              /* owner */
   uint32_t in_reserve;              /* owner: counted in heap's empty reserve */
   struct hak_superslab *prev, *next;/* owner heap's SuperSlab list */
-  ck_stack_entry_t handoff;         /* link on the abandoned stack */
+  ck_stack_entry_t handoff;         /* link on the abandoned stack or the cache */
   hak_retired_t retired;            /* link on the retire list */
   uint8_t unit_slab[HAK_UNITS];     /* owner writes; unit -> first unit of its slab */
   hak_slab_t slabs[HAK_UNITS] __attribute__((aligned(HAK_CACHE_LINE)));
@@ -252,6 +252,7 @@ typedef struct hak_options {
   size_t purge_threshold;    /* HAKMEM_PURGE_THRESHOLD_KB: purge at once above */
   uint32_t ss_reserve;       /* HAKMEM_SS_RESERVE: empty SuperSlabs a heap keeps */
   uint32_t retire_batch;     /* HAKMEM_RETIRE_BATCH: regions per grace period */
+  uint32_t ss_cache;         /* HAKMEM_SS_CACHE: empty SuperSlabs kept for any heap */
 } hak_options_t;
 extern HAK_HIDDEN hak_options_t hak_opt;
 void hak_options_init(void);
@@ -355,6 +356,8 @@ void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s);
 void hak_ss_release(hak_heap_t *h, hak_superslab_t *ss);    /* unregister + retire */
 void hak_ss_purge(hak_heap_t *h, bool force);
 void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss);
+void hak_ss_before_fork(void);
+void hak_ss_after_fork(bool child);
 void hak_ss_unlink(hak_heap_t *h, hak_superslab_t *ss);
 bool hak_slab_extend(hak_slab_t *s);
 

@@ -6,6 +6,8 @@
  *   HAKMEM_PURGE_THRESHOLD_KB=N    ... unless a heap holds more than this (default 8192)
  *   HAKMEM_SS_RESERVE=N            empty SuperSlabs a heap keeps mapped (default 1)
  *   HAKMEM_RETIRE_BATCH=N          regions unmapped per RCU grace period (default 16)
+ *   HAKMEM_SS_CACHE=N              empty SuperSlabs (purged) kept for reuse by any
+ *                                  thread instead of unmapped (default 16)
  */
 #include <stdlib.h>
 
@@ -17,6 +19,7 @@ hak_options_t hak_opt = {
     .purge_threshold = (size_t)8 << 20,
     .ss_reserve = 1,
     .retire_batch = 16,
+    .ss_cache = 16,
 };
 
 static bool env_u64(const char *name, uint64_t *out)
@@ -37,4 +40,5 @@ void hak_options_init(void)
   if (env_u64("HAKMEM_PURGE_THRESHOLD_KB", &v)) hak_opt.purge_threshold = (size_t)v << 10;
   if (env_u64("HAKMEM_SS_RESERVE", &v)) hak_opt.ss_reserve = (uint32_t)v;
   if (env_u64("HAKMEM_RETIRE_BATCH", &v)) hak_opt.retire_batch = v ? (uint32_t)v : 1;
+  if (env_u64("HAKMEM_SS_CACHE", &v)) hak_opt.ss_cache = (uint32_t)v;
 }

@@ -1,8 +1,36 @@
 /* SuperSlabs: map, carve into slabs, give slabs back, purge, release.
  * Every function here runs on the owner heap's thread (see internal.h). */
+#include <pthread.h>
 #include <string.h>
 
 #include "internal.h"
+
+/* Empty SuperSlabs waiting for reuse by any heap, pages purged, still in the
+ * registry as unowned (a stray free into one fails the block-start check).
+ * Saves the mmap/munmap pair and the RCU grace period of a release when a
+ * program's footprint goes up and down.  Pushes lock-free, pops serialised
+ * (no ABA), at most hak_opt.ss_cache entries. */
+static ck_stack_t ss_cache = CK_STACK_INITIALIZER;
+static pthread_mutex_t ss_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(uint32_t) ss_cached;
+
+static hak_superslab_t *ss_cache_take(void)
+{
+  if (atomic_load_explicit(&ss_cached, memory_order_acquire) == 0) return NULL;
+  pthread_mutex_lock(&ss_cache_lock);
+  ck_stack_entry_t *e = ck_stack_pop_upmc(&ss_cache);
+  pthread_mutex_unlock(&ss_cache_lock);
+  if (e == NULL) return NULL;
+  atomic_fetch_sub_explicit(&ss_cached, 1, memory_order_relaxed);
+  return (hak_superslab_t *)((char *)e - offsetof(hak_superslab_t, handoff));
+}
+
+void hak_ss_before_fork(void) { pthread_mutex_lock(&ss_cache_lock); }
+void hak_ss_after_fork(bool child)
+{
+  if (child) pthread_mutex_init(&ss_cache_lock, NULL);
+  else pthread_mutex_unlock(&ss_cache_lock);
+}
 
 static inline uint32_t units_mask(unsigned first, unsigned span)
 {
@@ -46,7 +74,14 @@ void hak_ss_unlink(hak_heap_t *h, hak_superslab_t *ss)
 
 hak_superslab_t *hak_ss_create(hak_heap_t *h)
 {
-  hak_superslab_t *ss = hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
+  hak_superslab_t *ss = ss_cache_take();
+  if (ss != NULL) {
+    atomic_store_explicit(&ss->owner, h, memory_order_relaxed);
+    hak_map_set_range(ss, HAK_SS_SIZE, h->tag);  /* the leaf exists: cannot fail */
+    hak_ss_link(h, ss);
+    return ss;
+  }
+  ss = hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
   if (ss == NULL) return NULL;
   /* Fresh anonymous memory is zero: only the non-zero fields are written. */
   ss->magic = HAK_SS_MAGIC;
@@ -157,10 +192,21 @@ void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s)
   if (--ss->used_slabs == 0) h->empty_ss++;
 }
 
-/* Take ss out of the heap and the registry; unmap it after a grace period. */
+static void purge_ss(hak_superslab_t *ss);
+
+/* Take an empty ss out of the heap: into the cache if it has room, else out
+ * of the registry and unmapped after a grace period. */
 void hak_ss_release(hak_heap_t *h, hak_superslab_t *ss)
 {
   if (h != NULL) hak_ss_unlink(h, ss);
+  if (atomic_load_explicit(&ss_cached, memory_order_relaxed) < hak_opt.ss_cache) {
+    purge_ss(ss);
+    atomic_store_explicit(&ss->owner, NULL, memory_order_relaxed);
+    hak_map_set_range(ss, HAK_SS_SIZE, HAK_TAG_SS);
+    ck_stack_push_upmc(&ss_cache, &ss->handoff);
+    atomic_fetch_add_explicit(&ss_cached, 1, memory_order_release);
+    return;
+  }
   hak_map_clear_range(ss, HAK_SS_SIZE);
   hak_gcount(&hak_gstats.ss_unmapped, 1);
   hak_retire(&ss->retired, ss, HAK_SS_SIZE);
