@@ -345,7 +345,11 @@ static inline void hak_heap_free_local(hak_heap_t *h, void *p)
   b->key = hak_free_key;
   s->free = b;
   hak_count(&h->stats.frees[s->cls], 1);
-  if (HAK_UNLIKELY(--s->used == 0 || s->state == HAK_SLAB_FULL)) hak_heap_free_local_slow(h, s);
+  s->used--;
+  /* The current slab needs nothing more; another slab does when it becomes
+   * empty (give it back) or was full (back on the partial list). */
+  if (HAK_UNLIKELY(s->state != HAK_SLAB_CUR) && (s->used == 0 || s->state == HAK_SLAB_FULL))
+    hak_heap_free_local_slow(h, s);
 }
 
 /* -------------------------------------------------------------- superslab */
