@@ -22,6 +22,7 @@ void hak_handoff_abandon(hak_superslab_t *ss)
 }
 
 bool hak_handoff_pending(void) { return atomic_load_explicit(&pending, memory_order_relaxed) != 0; }
+uint32_t hak_handoff_count(void) { return atomic_load_explicit(&pending, memory_order_relaxed); }
 
 /* Pop one abandoned SuperSlab for h, or NULL. */
 hak_superslab_t *hak_handoff_take(void)

@@ -25,6 +25,7 @@ static _Atomic(hak_heap_t *) all_heaps;             /* every heap, for stats */
 static pthread_key_t heap_key;
 
 #define HEAP_CHUNK ((size_t)256 * 1024)
+#define ABANDON_SWEEP 8   /* abandoned SuperSlabs an exiting thread drains */
 
 hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&all_heaps, memory_order_acquire); }
 
@@ -255,6 +256,11 @@ static void *heap_alloc_not_live(hak_heap_t *h, size_t cls)
 void hak_heap_abandon(hak_heap_t *h)
 {
   hak_slab_t *s;
+  /* Sweep: take a few SuperSlabs other exited threads left behind, so blocks
+   * freed into them after their owner left are returned even when no living
+   * thread refills (they are drained below and released if empty). */
+  for (int i = 0; i < ABANDON_SWEEP && heap_try_adopt(h); i++) {
+  }
   h->state = HAK_HEAP_DEAD;
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
     h->cur[c] = &hak_slab_empty;
@@ -305,6 +311,9 @@ static void heap_thread_exit(void *arg)
 void hak_heap_collect(hak_heap_t *h, bool force)
 {
   if (h->state == HAK_HEAP_LIVE) {
+    /* Adopt what exited threads left: their free blocks come back. */
+    for (uint32_t n = force ? hak_handoff_count() : 0; n > 0 && heap_try_adopt(h); n--) {
+    }
     if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_remote_drain_delayed(h);
     for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
       hak_slab_t *s = h->cur[c];

@@ -378,6 +378,7 @@ void hak_remote_drain_delayed(hak_heap_t *h);
 void hak_handoff_abandon(hak_superslab_t *ss);
 hak_superslab_t *hak_handoff_take(void);
 bool hak_handoff_pending(void);
+uint32_t hak_handoff_count(void);
 void hak_handoff_before_fork(void);
 void hak_handoff_after_fork(bool child);
 
