@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# compare.sh: run the lifecycle programs under hakmem, glibc and mimalloc in
+# one go and print a markdown table of the figures.
+#
+#   stress/lifecycle/compare.sh [--build DIR] [--hakmem LIB] [--mimalloc LIB]
+#                               [--programs "churn return fork"]
+#                               [--allocators "hakmem glibc mimalloc"]
+#                               [--logs DIR]
+#
+#   --build DIR   the CMake build directory holding stress/lifecycle/lc_* and
+#                 libhakmem.so (default: build, relative to the repository)
+#   --hakmem LIB  default DIR/libhakmem.so
+#   --mimalloc LIB default /usr/lib/x86_64-linux-gnu/libmimalloc.so.2
+#   --logs DIR    keep every run's full output there (default: a new
+#                 directory under /tmp, printed at the end)
+#
+# Every run goes through run_lifecycle.sh with the arguments of the ctests.
+# Under hakmem the driver also checks the HAKMEM_STATS exit report (balance,
+# remote frees).  The return test asserts "final RSS <= 10% of peak" only for
+# hakmem; for glibc and mimalloc it only reports the figures.  Exit status:
+# 0 when every hakmem run passed, 1 otherwise (the other allocators' results
+# are information).
+set -u
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+build="$repo/build"
+hakmem=""
+mimalloc="/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
+programs="churn return fork"
+allocators="hakmem glibc mimalloc"
+logs=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build) build="$2"; shift 2 ;;
+    --hakmem) hakmem="$2"; shift 2 ;;
+    --mimalloc) mimalloc="$2"; shift 2 ;;
+    --programs) programs="$2"; shift 2 ;;
+    --allocators) allocators="$2"; shift 2 ;;
+    --logs) logs="$2"; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[[ -z "$hakmem" ]] && hakmem="$build/libhakmem.so"
+bindir="$build/stress/lifecycle"
+if [[ -z "$logs" ]]; then
+  logs=$(mktemp -d "${TMPDIR:-/tmp}/lifecycle-compare.XXXXXX")
+fi
+mkdir -p "$logs"
+
+field() { # field NAME LINE
+  local re="(^|[[:space:]])$1=([^[:space:]]+)"
+  if [[ "$2" =~ $re ]]; then echo "${BASH_REMATCH[2]}"; fi
+}
+mib() { # KiB -> MiB with one decimal
+  if [[ -z "$1" ]]; then echo "?"; else awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; fi
+}
+
+prog_args() { # program allocator -> arguments (those of the ctests)
+  case "$1" in
+    churn) echo "--threads 20000 --concurrency 4" ;;
+    return)
+      if [[ "$2" == hakmem ]]; then echo "--threads 4 --total-mib 1024 --max-final-pct 10"
+      else echo "--threads 4 --total-mib 1024 --max-final-pct 0"; fi ;;
+    fork) echo "--workers 4 --forks 200 --child-timeout 20" ;;
+  esac
+}
+
+rows=()
+hakmem_failed=0
+for prog in $programs; do
+  exe="$bindir/lc_$prog"
+  if [[ ! -x "$exe" ]]; then
+    echo "compare.sh: $exe not built (cmake --build $build)" >&2
+    exit 2
+  fi
+  for alloc in $allocators; do
+    drv=(--quiet --timeout 300)
+    lib=""
+    case "$alloc" in
+      hakmem) lib="$hakmem"; drv+=(--preload "$lib" --balanced) ;;
+      glibc) ;;
+      mimalloc) lib="$mimalloc"; drv+=(--preload "$lib" --no-stats) ;;
+      *) echo "compare.sh: unknown allocator $alloc" >&2; exit 2 ;;
+    esac
+    if [[ -n "$lib" && ! -f "$lib" ]]; then
+      rows+=("| $prog | $alloc | - | - | - | library $lib not found | not run |")
+      [[ "$alloc" == hakmem ]] && hakmem_failed=1
+      continue
+    fi
+    log="$logs/$prog-$alloc.log"
+    echo "compare.sh: $prog under $alloc ..." >&2
+    # shellcheck disable=SC2046
+    bash "$here/run_lifecycle.sh" "${drv[@]}" -- "$exe" $(prog_args "$prog" "$alloc") >"$log" 2>&1
+    rc=$?
+    m=$(grep '^LC_METRICS' "$log" | tail -n 1)
+    report=$(grep '^hakmem:' "$log" | tail -n 1)
+    # wall time of the whole process, as measured by the driver
+    wall=$(sed -n 's/^run_lifecycle: .*(\([0-9.]*\)s)$/\1/p' "$log" | tail -n 1)
+    peak=$(mib "$(field peak_rss_kib "$m")")
+    final=$(mib "$(field final_rss_kib "$m")")
+    notes=""
+    case "$prog" in
+      churn)
+        final="$(mib "$(field warm_rss_kib "$m")") → $(mib "$(field end_rss_kib "$m")")"
+        trend=$(field trend_kib "$m")
+        notes="after warm-up → at end; trend $(mib "$trend") MiB; $(mib "$(field final_rss_kib "$m")") MiB after freeing all"
+        ;;
+      return)
+        pct=$(field final_pct "$m")
+        final="$final (${pct}%)"
+        notes="after malloc_trim(0): $(mib "$(field trimmed_rss_kib "$m")") MiB"
+        ;;
+      fork)
+        notes="children exited 0: $(field children_ok "$m")/200; parent after freeing all"
+        ;;
+    esac
+    if [[ -n "$report" ]]; then
+      notes="$notes; allocs=$(field allocs "$report") frees=$(field frees "$report") remote=$(field remote_frees "$report")"
+    fi
+    if [[ $rc -eq 0 ]]; then
+      result="pass"
+      if [[ "$prog" == return && "$alloc" != hakmem ]]; then
+        over=$(awk -v p="${pct:-100}" 'BEGIN { print (p > 10) ? "above" : "within" }')
+        result="report only ($over 10%)"
+      fi
+    else
+      result="**FAIL**"
+      reason=$(grep -E 'FAIL' "$log" | head -n 3 | sed 's/|/\\|/g' | tr '\n' ' ')
+      notes="$notes; $reason"
+      [[ "$alloc" == hakmem ]] && hakmem_failed=1
+    fi
+    rows+=("| $prog | $alloc | ${wall:-?} | $peak | $final | $notes | $result |")
+  done
+done
+
+echo
+echo "Lifecycle comparison, $(date -u +%Y-%m-%d) on $(nproc) cores ($(uname -r)); hakmem: $hakmem"
+echo
+echo "| program | allocator | wall s | peak RSS MiB | final RSS MiB | notes | result |"
+echo "|---|---|---:|---:|---:|---|---|"
+for r in "${rows[@]}"; do echo "$r"; done
+echo
+echo "churn: 20,000 threads, 4 at a time; final RSS column = RSS after warm-up (4,000 threads) → at the end (before the final frees)."
+echo "return: 1 GiB in 16 B-4 KiB blocks from 4 threads, all freed; final RSS = after the frees and joins (% of peak); threshold 10% asserted for hakmem only."
+echo "fork: 200 forks while 4 threads allocate/free; peak/final RSS are the parent's."
+echo "wall s: the whole process, start to exit."
+echo "Logs: $logs"
+exit $hakmem_failed

@@ -1,0 +1,222 @@
+/* lc_return: memory freed by the program must go back to the OS.
+ *
+ * `--threads` threads (4) allocate `--total-mib` (1024) MiB in total, in
+ * small blocks of mixed sizes (log-uniform 16 B .. 4 KiB), keeping the
+ * pointers in arrays, and touch every page of every block.  When all are
+ * done the main thread records the resident size (VmRSS) and the peak
+ * (VmHWM).  Then every thread frees the even-numbered blocks of its own
+ * array and the odd-numbered blocks of its neighbour's array, while the
+ * neighbour is still alive (both free paths: by the owner, by another
+ * thread).  The threads exit, the main thread joins them and frees the
+ * arrays, and reads VmRSS again.  No allocator-specific call is made.
+ *
+ * Asserts (exit status 1 on failure):
+ *   - every block's stamp is intact when it is freed;
+ *   - if --max-final-pct P is given (P > 0): final RSS <= P% of peak RSS.
+ * With P = 0 (the default) the figures are only reported, which is how the
+ * comparison run uses it for other allocators.
+ *
+ * Afterwards, for information only, it calls malloc_trim(0) (glibc's call;
+ * under an allocator that does not export it this reaches glibc's own, idle
+ * arena and does nothing for that allocator) and reports RSS again.
+ */
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lc_common.h"
+
+typedef struct tstate {
+  pthread_t th;
+  int idx;
+  size_t n;          /* blocks in the arrays */
+  void **ptrs;
+  uint32_t *sizes;
+  size_t bytes;      /* requested bytes */
+  unsigned long own_frees, cross_frees;
+  size_t bad;        /* stamps found overwritten */
+} tstate_t;
+
+static long n_threads;
+static size_t per_thread_bytes;
+static tstate_t *ts;
+static pthread_barrier_t bar_alloc_done, bar_measured, bar_free_done;
+
+static uint64_t block_tag(int owner, size_t i, size_t size)
+{
+  return lc_tag((uint64_t)owner + 77, (uint64_t)i, size);
+}
+
+static void *thread_main(void *arg)
+{
+  tstate_t *t = (tstate_t *)arg;
+  uint64_t rng = lc_seed(0x5E7u, (uint64_t)t->idx);
+
+  /* The arrays: sized for the worst case (all blocks of 16 B) is too much;
+   * grow them as needed.  They are the program's own blocks, freed at the end. */
+  size_t cap = 1u << 16;
+  t->ptrs = malloc(cap * sizeof(void *));
+  t->sizes = malloc(cap * sizeof(uint32_t));
+  if (!t->ptrs || !t->sizes)
+    LC_FAIL("array allocation failed");
+  while (t->bytes < per_thread_bytes) {
+    if (t->n == cap) {
+      cap *= 2;
+      void **np = realloc(t->ptrs, cap * sizeof(void *));
+      if (!np)
+        LC_FAIL("realloc of the pointer array failed");
+      t->ptrs = np;
+      uint32_t *ns = realloc(t->sizes, cap * sizeof(uint32_t));
+      if (!ns)
+        LC_FAIL("realloc of the size array failed");
+      t->sizes = ns;
+    }
+    size_t sz = lc_size_log(&rng, 16, 4096);
+    void *p = malloc(sz);
+    if (!p)
+      LC_FAIL("malloc(%zu) returned NULL after %zu MiB", sz, t->bytes >> 20);
+    /* touch every byte: RSS then reflects what the program holds */
+    memset(p, 0xA5, sz);
+    lc_fill(p, sz, block_tag(t->idx, t->n, sz));
+    t->ptrs[t->n] = p;
+    t->sizes[t->n] = (uint32_t)sz;
+    t->n++;
+    t->bytes += sz;
+  }
+
+  pthread_barrier_wait(&bar_alloc_done);
+  pthread_barrier_wait(&bar_measured); /* main has read the peak */
+
+  /* Free own even blocks and the neighbour's odd blocks, interleaved so that
+   * both kinds of free run at the same time in every thread. */
+  int nb = (t->idx + 1) % (int)n_threads;
+  tstate_t *o = &ts[nb];
+  size_t i = 0, j = 1;
+  while (i < t->n || j < o->n) {
+    if (i < t->n) {
+      if (!lc_check(t->ptrs[i], t->sizes[i], block_tag(t->idx, i, t->sizes[i])))
+        t->bad++;
+      free(t->ptrs[i]);
+      t->own_frees++;
+      i += 2;
+    }
+    if (j < o->n) {
+      if (!lc_check(o->ptrs[j], o->sizes[j], block_tag(nb, j, o->sizes[j])))
+        t->bad++;
+      free(o->ptrs[j]);
+      t->cross_frees++;
+      j += 2;
+    }
+  }
+
+  /* Nobody reads this thread's arrays after this barrier. */
+  pthread_barrier_wait(&bar_free_done);
+  return NULL;
+}
+
+int main(int argc, char **argv)
+{
+  n_threads = lc_arg_long(argc, argv, "--threads", 4);
+  long total_mib = lc_arg_long(argc, argv, "--total-mib", 1024);
+  double max_final_pct = lc_arg_double(argc, argv, "--max-final-pct", 0.0);
+  if (n_threads < 2 || total_mib < 1)
+    LC_FAIL("need --threads >= 2 and --total-mib >= 1");
+  per_thread_bytes = ((size_t)total_mib << 20) / (size_t)n_threads;
+
+  lc_mem_t start = lc_mem_now();
+  lc_out("lc_return: %ld threads allocate %ld MiB in blocks of 16 B .. 4 KiB; rss at start %.1f MiB\n",
+         n_threads, total_mib, lc_mib(start.rss_kib));
+
+  ts = calloc((size_t)n_threads, sizeof *ts);
+  if (!ts)
+    LC_FAIL("calloc failed");
+  pthread_barrier_init(&bar_alloc_done, NULL, (unsigned)n_threads + 1);
+  pthread_barrier_init(&bar_measured, NULL, (unsigned)n_threads + 1);
+  pthread_barrier_init(&bar_free_done, NULL, (unsigned)n_threads);
+
+  double t0 = lc_now();
+  for (long i = 0; i < n_threads; i++) {
+    ts[i].idx = (int)i;
+    int rc = pthread_create(&ts[i].th, NULL, thread_main, &ts[i]);
+    if (rc != 0)
+      LC_FAIL("pthread_create: %s", strerror(rc));
+  }
+  pthread_barrier_wait(&bar_alloc_done);
+  double t_alloc = lc_now() - t0;
+  lc_mem_t peak = lc_mem_now();
+  unsigned long blocks = 0;
+  size_t bytes = 0;
+  for (long i = 0; i < n_threads; i++) {
+    blocks += ts[i].n;
+    bytes += ts[i].bytes;
+  }
+  lc_out("lc_return: allocated %lu blocks, %.1f MiB requested, in %.2fs; rss %.1f MiB, peak %.1f MiB\n",
+         blocks, (double)bytes / 1048576.0, t_alloc, lc_mib(peak.rss_kib), lc_mib(peak.hwm_kib));
+  pthread_barrier_wait(&bar_measured);
+
+  double t1 = lc_now();
+  unsigned long own = 0, cross = 0, bad = 0;
+  for (long i = 0; i < n_threads; i++) {
+    int rc = pthread_join(ts[i].th, NULL);
+    if (rc != 0)
+      LC_FAIL("pthread_join: %s", strerror(rc));
+  }
+  double t_free = lc_now() - t1;
+  unsigned long arrays = 0;
+  for (long i = 0; i < n_threads; i++) {
+    own += ts[i].own_frees;
+    cross += ts[i].cross_frees;
+    bad += ts[i].bad;
+    free(ts[i].ptrs);
+    free(ts[i].sizes);
+    arrays += 2;
+  }
+  unsigned long mallocs = blocks + arrays + 1;
+  /* ts itself is freed at the very end; it is small. */
+
+  lc_mem_t fin = lc_mem_now();
+  double wall = lc_now() - t0;
+  double pct = 100.0 * (double)fin.rss_kib / (double)peak.hwm_kib;
+  lc_out("lc_return: freed %lu blocks (%lu by their owner, %lu by another thread) in %.2fs\n",
+         own + cross, own, cross, t_free);
+  lc_out("lc_return: peak rss %.1f MiB, rss after free %.1f MiB = %.1f%% of peak\n",
+         lc_mib(peak.hwm_kib), lc_mib(fin.rss_kib), pct);
+
+  malloc_trim(0);
+  lc_mem_t trimmed = lc_mem_now();
+  lc_out("lc_return: (information) rss after malloc_trim(0) %.1f MiB = %.1f%% of peak\n",
+         lc_mib(trimmed.rss_kib), 100.0 * (double)trimmed.rss_kib / (double)peak.hwm_kib);
+
+  int ok = 1;
+  if (bad) {
+    lc_err("FAIL: %lu blocks had their stamp overwritten (memory handed out twice or corrupted)\n", bad);
+    ok = 0;
+  }
+  if (own + cross != blocks) {
+    lc_err("FAIL: bookkeeping: freed %lu of %lu blocks\n", own + cross, blocks);
+    ok = 0;
+  }
+  if (max_final_pct > 0) {
+    if (pct > max_final_pct) {
+      lc_err("FAIL: rss after freeing everything is %.1f MiB = %.1f%% of the %.1f MiB peak (limit %.1f%%)\n",
+             lc_mib(fin.rss_kib), pct, lc_mib(peak.hwm_kib), max_final_pct);
+      ok = 0;
+    }
+  } else {
+    lc_out("lc_return: no threshold given: rss figures reported only\n");
+  }
+
+  lc_out("LC_METRICS prog=return wall_s=%.2f peak_rss_kib=%ld final_rss_kib=%ld final_pct=%.1f "
+         "trimmed_rss_kib=%ld mallocs=%lu cross_frees=%lu result=%s\n",
+         wall, peak.hwm_kib, fin.rss_kib, pct, trimmed.rss_kib, mallocs, cross, ok ? "pass" : "fail");
+
+  pthread_barrier_destroy(&bar_alloc_done);
+  pthread_barrier_destroy(&bar_measured);
+  pthread_barrier_destroy(&bar_free_done);
+  free(ts);
+  return ok ? 0 : 1;
+}
