@@ -53,7 +53,7 @@ static void free_remote(hak_heap_t *h, void *p)
 {
   hak_superslab_t *ss = hak_ss_of(p);
   hak_slab_t *s = hak_slab_of(ss, p);
-  if (HAK_UNLIKELY(hak_slab_block_index(s, p) == UINT32_MAX)) hak_fatal("free(): not a block start", p);
+  if (HAK_UNLIKELY(hak_slab_block_index(s, p, s->reserved) == UINT32_MAX)) hak_fatal("free(): not a block start", p);
   if (HAK_UNLIKELY(((hak_block_t *)p)->key == hak_free_key)) hak_fatal("free(): double free", p);
   size_t cls = s->cls;  /* read before the push: then the owner may reuse the slab */
   hak_remote_free(ss, s, (hak_block_t *)p);
@@ -109,7 +109,7 @@ static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
 {
   if (tag == h->tag) {
     hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
-    if (hak_slab_block_index(s, p) == UINT32_MAX) hak_fatal("not a block start", p);
+    if (hak_slab_block_index(s, p, s->capacity) == UINT32_MAX) hak_fatal("not a block start", p);
     return s->block_size;
   }
   size_t n = 0;
@@ -117,7 +117,7 @@ static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
   tag = hak_map_get(p);
   if ((tag & HAK_TAG_KIND) == HAK_TAG_SS) {
     hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
-    if (hak_slab_block_index(s, p) == UINT32_MAX) hak_fatal("not a block start", p);
+    if (hak_slab_block_index(s, p, s->reserved) == UINT32_MAX) hak_fatal("not a block start", p);
     n = s->block_size;
   } else if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
     hak_large_t *l = hak_large_of(tag, p);

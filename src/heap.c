@@ -16,11 +16,11 @@ hak_heap_t hak_heap_dead = { .cur = EMPTY_CUR, .tag = HAK_TAG_NONE, .state = HAK
 __thread hak_heap_t *hak_tls_heap = &hak_heap_empty;
 
 /* Heaps come from mmap'd chunks and are never unmapped; a heap whose thread
- * exited waits on `pool` for the next new thread.  pool_lock serialises pops
- * and chunk carving (thread creation: a rare path); pushes are lock-free. */
-static ck_stack_t pool = CK_STACK_INITIALIZER;
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static hak_heap_t *chunk_next, *chunk_end;          /* under pool_lock */
+ * exited waits on `pool` for the next new thread.  chunk_lock serialises
+ * chunk carving (thread creation: a rare path). */
+static hak_handoff_t pool = HAK_HANDOFF_INITIALIZER;
+static pthread_mutex_t chunk_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_heap_t *chunk_next, *chunk_end;          /* under chunk_lock */
 static _Atomic(hak_heap_t *) all_heaps;             /* every heap, for stats */
 static pthread_key_t heap_key;
 
@@ -156,7 +156,7 @@ void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
       continue;
     }
     hak_ss_purge(h, false);
-    if (hak_handoff_pending() && heap_try_adopt(h)) continue;
+    if (hak_handoff_count(&hak_abandoned) != 0 && heap_try_adopt(h)) continue;
     s = hak_ss_alloc_slab(h, cls);
     if (s == NULL) {
       errno = ENOMEM;
@@ -182,29 +182,29 @@ static void heap_reset(hak_heap_t *h)
   atomic_store_explicit(&h->delayed, NULL, memory_order_relaxed);
 }
 
+static hak_heap_t *heap_new(void)
+{
+  pthread_mutex_lock(&chunk_lock);
+  if (chunk_next == NULL || chunk_next + 1 > chunk_end) {
+    chunk_next = hak_os_map_aligned(HEAP_CHUNK, HAK_PAGE_SIZE);
+    chunk_end = chunk_next ? (hak_heap_t *)((char *)chunk_next + HEAP_CHUNK) : NULL;
+  }
+  hak_heap_t *h = chunk_next ? chunk_next++ : NULL;
+  pthread_mutex_unlock(&chunk_lock);
+  if (h == NULL) return NULL;
+  /* Publish on the stats list; release: a reader sees zeroed counters. */
+  hak_heap_t *top = atomic_load_explicit(&all_heaps, memory_order_relaxed);
+  do {
+    h->all_next = top;
+  } while (!atomic_compare_exchange_weak_explicit(&all_heaps, &top, h, memory_order_release,
+                                                  memory_order_relaxed));
+  return h;
+}
+
 hak_heap_t *hak_heap_acquire(void)
 {
-  pthread_mutex_lock(&pool_lock);
-  ck_stack_entry_t *e = ck_stack_pop_upmc(&pool);
-  hak_heap_t *h = NULL;
-  if (e != NULL) {
-    h = (hak_heap_t *)((char *)e - offsetof(hak_heap_t, pool_link));
-  } else {
-    if (chunk_next == NULL || chunk_next + 1 > chunk_end) {
-      chunk_next = hak_os_map_aligned(HEAP_CHUNK, HAK_PAGE_SIZE);
-      chunk_end = chunk_next ? (hak_heap_t *)((char *)chunk_next + HEAP_CHUNK) : NULL;
-    }
-    if (chunk_next != NULL) {
-      h = chunk_next++;
-      /* publish on the stats list; release: a reader sees initialised counters */
-      hak_heap_t *top = atomic_load_explicit(&all_heaps, memory_order_relaxed);
-      do {
-        h->all_next = top;
-      } while (!atomic_compare_exchange_weak_explicit(&all_heaps, &top, h, memory_order_release,
-                                                      memory_order_relaxed));
-    }
-  }
-  pthread_mutex_unlock(&pool_lock);
+  ck_stack_entry_t *e = hak_handoff_pop(&pool);
+  hak_heap_t *h = e ? (hak_heap_t *)((char *)e - offsetof(hak_heap_t, pool_link)) : heap_new();
   if (h == NULL) return NULL;
   heap_reset(h);
   h->state = HAK_HEAP_LIVE;
@@ -295,7 +295,7 @@ void hak_heap_abandon(hak_heap_t *h)
   }
   hak_stats_fold(h);
   hak_gcount(&hak_gstats.heaps_abandoned, 1);
-  ck_stack_push_upmc(&pool, &h->pool_link);
+  hak_handoff_push(&pool, &h->pool_link);
 }
 
 static void heap_thread_exit(void *arg)
@@ -312,7 +312,7 @@ void hak_heap_collect(hak_heap_t *h, bool force)
 {
   if (h->state == HAK_HEAP_LIVE) {
     /* Adopt what exited threads left: their free blocks come back. */
-    for (uint32_t n = force ? hak_handoff_count() : 0; n > 0 && heap_try_adopt(h); n--) {
+    for (uint32_t n = force ? hak_handoff_count(&hak_abandoned) : 0; n > 0 && heap_try_adopt(h); n--) {
     }
     if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_remote_drain_delayed(h);
     for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
@@ -338,9 +338,16 @@ void hak_heap_init(void)
   pthread_key_create(&heap_key, heap_thread_exit);
 }
 
-void hak_heap_before_fork(void) { pthread_mutex_lock(&pool_lock); }
+void hak_heap_before_fork(void)
+{
+  pthread_mutex_lock(&chunk_lock);
+  hak_handoff_before_fork(&pool);
+  hak_handoff_before_fork(&hak_abandoned);
+}
 void hak_heap_after_fork(bool child)
 {
-  if (child) pthread_mutex_init(&pool_lock, NULL);
-  else pthread_mutex_unlock(&pool_lock);
+  hak_handoff_after_fork(&hak_abandoned, child);
+  hak_handoff_after_fork(&pool, child);
+  if (child) pthread_mutex_init(&chunk_lock, NULL);
+  else pthread_mutex_unlock(&chunk_lock);
 }

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <ck_stack.h>
+#include <pthread.h>
 
 #include "hakmem.h"
 
@@ -185,12 +186,15 @@ static inline hak_remote_t *hak_slab_remote(hak_slab_t *s)
   hak_superslab_t *ss = hak_ss_of(s);
   return &ss->remote_heads[s->unit];
 }
-/* The block index of p in s, or UINT32_MAX if p is not a carved block start. */
-static inline uint32_t hak_slab_block_index(const hak_slab_t *s, const void *p)
+/* The block index of p in s, or UINT32_MAX if p is not a block start below
+ * limit: the owner passes s->capacity (blocks carved so far); other threads
+ * pass s->reserved, which, unlike capacity, does not change while the slab
+ * holds blocks. */
+static inline uint32_t hak_slab_block_index(const hak_slab_t *s, const void *p, uint32_t limit)
 {
   uintptr_t off = (uintptr_t)p - (uintptr_t)s->start;
   uint64_t q = ((uint64_t)off * s->inv) >> 40;
-  if (HAK_UNLIKELY(q * s->block_size != off || q >= s->capacity)) return UINT32_MAX;
+  if (HAK_UNLIKELY(q * s->block_size != off || q >= limit)) return UINT32_MAX;
   return (uint32_t)q;
 }
 
@@ -339,7 +343,7 @@ static inline void hak_heap_free_local(hak_heap_t *h, void *p)
   hak_superslab_t *ss = hak_ss_of(p);
   hak_slab_t *s = hak_slab_of(ss, p);
   hak_block_t *b = (hak_block_t *)p;
-  if (HAK_UNLIKELY(hak_slab_block_index(s, p) == UINT32_MAX)) hak_fatal("free(): not a block start", p);
+  if (HAK_UNLIKELY(hak_slab_block_index(s, p, s->capacity) == UINT32_MAX)) hak_fatal("free(): not a block start", p);
   if (HAK_UNLIKELY(b->key == hak_free_key)) hak_fatal("free(): double free", p);
   b->next = s->free;
   b->key = hak_free_key;
@@ -375,12 +379,25 @@ void hak_remote_drain_delayed(hak_heap_t *h);
 
 /* ----------------------------------------------------------------- handoff */
 
+/* A multi-producer stack of intrusive entries handed between threads (ck);
+ * see handoff.c.  spill is touched only under lock. */
+typedef struct hak_handoff {
+  ck_stack_t stack;
+  pthread_mutex_t lock;
+  ck_stack_entry_t *spill;
+  _Atomic(uint32_t) count;
+} hak_handoff_t;
+#define HAK_HANDOFF_INITIALIZER { CK_STACK_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, NULL, 0 }
+
+void hak_handoff_push(hak_handoff_t *q, ck_stack_entry_t *e);
+ck_stack_entry_t *hak_handoff_pop(hak_handoff_t *q);
+uint32_t hak_handoff_count(hak_handoff_t *q);
+void hak_handoff_before_fork(hak_handoff_t *q);
+void hak_handoff_after_fork(hak_handoff_t *q, bool child);
+
+extern HAK_HIDDEN hak_handoff_t hak_abandoned;   /* SuperSlabs of exited threads */
 void hak_handoff_abandon(hak_superslab_t *ss);
 hak_superslab_t *hak_handoff_take(void);
-bool hak_handoff_pending(void);
-uint32_t hak_handoff_count(void);
-void hak_handoff_before_fork(void);
-void hak_handoff_after_fork(bool child);
 
 /* ------------------------------------------------------------------- large */
 

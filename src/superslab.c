@@ -1,6 +1,5 @@
 /* SuperSlabs: map, carve into slabs, give slabs back, purge, release.
  * Every function here runs on the owner heap's thread (see internal.h). */
-#include <pthread.h>
 #include <string.h>
 
 #include "internal.h"
@@ -8,29 +7,11 @@
 /* Empty SuperSlabs waiting for reuse by any heap, pages purged, still in the
  * registry as unowned (a stray free into one fails the block-start check).
  * Saves the mmap/munmap pair and the RCU grace period of a release when a
- * program's footprint goes up and down.  Pushes lock-free, pops serialised
- * (no ABA), at most hak_opt.ss_cache entries. */
-static ck_stack_t ss_cache = CK_STACK_INITIALIZER;
-static pthread_mutex_t ss_cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic(uint32_t) ss_cached;
+ * program's footprint goes up and down.  At most hak_opt.ss_cache entries. */
+static hak_handoff_t ss_cache = HAK_HANDOFF_INITIALIZER;
 
-static hak_superslab_t *ss_cache_take(void)
-{
-  if (atomic_load_explicit(&ss_cached, memory_order_acquire) == 0) return NULL;
-  pthread_mutex_lock(&ss_cache_lock);
-  ck_stack_entry_t *e = ck_stack_pop_upmc(&ss_cache);
-  pthread_mutex_unlock(&ss_cache_lock);
-  if (e == NULL) return NULL;
-  atomic_fetch_sub_explicit(&ss_cached, 1, memory_order_relaxed);
-  return (hak_superslab_t *)((char *)e - offsetof(hak_superslab_t, handoff));
-}
-
-void hak_ss_before_fork(void) { pthread_mutex_lock(&ss_cache_lock); }
-void hak_ss_after_fork(bool child)
-{
-  if (child) pthread_mutex_init(&ss_cache_lock, NULL);
-  else pthread_mutex_unlock(&ss_cache_lock);
-}
+void hak_ss_before_fork(void) { hak_handoff_before_fork(&ss_cache); }
+void hak_ss_after_fork(bool child) { hak_handoff_after_fork(&ss_cache, child); }
 
 static inline uint32_t units_mask(unsigned first, unsigned span)
 {
@@ -74,8 +55,10 @@ void hak_ss_unlink(hak_heap_t *h, hak_superslab_t *ss)
 
 hak_superslab_t *hak_ss_create(hak_heap_t *h)
 {
-  hak_superslab_t *ss = ss_cache_take();
-  if (ss != NULL) {
+  ck_stack_entry_t *e = hak_handoff_pop(&ss_cache);
+  hak_superslab_t *ss;
+  if (e != NULL) {
+    ss = (hak_superslab_t *)((char *)e - offsetof(hak_superslab_t, handoff));
     atomic_store_explicit(&ss->owner, h, memory_order_relaxed);
     hak_map_set_range(ss, HAK_SS_SIZE, h->tag);  /* the leaf exists: cannot fail */
     hak_ss_link(h, ss);
@@ -199,12 +182,11 @@ static void purge_ss(hak_superslab_t *ss);
 void hak_ss_release(hak_heap_t *h, hak_superslab_t *ss)
 {
   if (h != NULL) hak_ss_unlink(h, ss);
-  if (atomic_load_explicit(&ss_cached, memory_order_relaxed) < hak_opt.ss_cache) {
+  if (hak_handoff_count(&ss_cache) < hak_opt.ss_cache) {
     purge_ss(ss);
     atomic_store_explicit(&ss->owner, NULL, memory_order_relaxed);
     hak_map_set_range(ss, HAK_SS_SIZE, HAK_TAG_SS);
-    ck_stack_push_upmc(&ss_cache, &ss->handoff);
-    atomic_fetch_add_explicit(&ss_cached, 1, memory_order_release);
+    hak_handoff_push(&ss_cache, &ss->handoff);
     return;
   }
   hak_map_clear_range(ss, HAK_SS_SIZE);
