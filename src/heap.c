@@ -176,7 +176,7 @@ static void heap_reset(hak_heap_t *h)
     h->partial[c] = NULL;
   }
   h->tag = (uintptr_t)h | HAK_TAG_SS;
-  h->ss_list = NULL;
+  h->ss_list = h->ss_tail = NULL;
   h->ss_count = h->empty_ss = h->dirty_units = 0;
   h->dirty_since_ms = 0;
   atomic_store_explicit(&h->delayed, NULL, memory_order_relaxed);

@@ -291,7 +291,7 @@ struct hak_heap {
   uintptr_t tag;                            /* registry tag of SuperSlabs it owns */
   int state;                                /* HAK_HEAP_* */
   hak_slab_t *partial[HAK_NUM_CLASSES];     /* slabs with room, doubly linked */
-  hak_superslab_t *ss_list;                 /* SuperSlabs owned */
+  hak_superslab_t *ss_list, *ss_tail;       /* SuperSlabs owned: with room first */
   uint32_t ss_count, empty_ss;              /* owned; of which fully empty */
   uint32_t dirty_units;                     /* free units maybe committed */
   uint64_t dirty_since_ms;                  /* when dirty_units became non-zero */

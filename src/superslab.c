@@ -28,12 +28,36 @@ static void slab_reset(hak_superslab_t *ss, unsigned u)
   ss->unit_slab[u] = (uint8_t)u;
 }
 
+/* The heap's SuperSlab list keeps those with free units in front and the full
+ * ones behind, so looking for room stops at the first full one. */
+static void list_insert(hak_heap_t *h, hak_superslab_t *ss)
+{
+  if (ss->free_units != 0 || h->ss_list == NULL) {
+    ss->prev = NULL;
+    ss->next = h->ss_list;
+    if (h->ss_list) h->ss_list->prev = ss;
+    else h->ss_tail = ss;
+    h->ss_list = ss;
+  } else {
+    ss->next = NULL;
+    ss->prev = h->ss_tail;
+    h->ss_tail->next = ss;
+    h->ss_tail = ss;
+  }
+}
+
+static void list_remove(hak_heap_t *h, hak_superslab_t *ss)
+{
+  if (ss->prev) ss->prev->next = ss->next;
+  else h->ss_list = ss->next;
+  if (ss->next) ss->next->prev = ss->prev;
+  else h->ss_tail = ss->prev;
+  ss->prev = ss->next = NULL;
+}
+
 void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss)
 {
-  ss->prev = NULL;
-  ss->next = h->ss_list;
-  if (h->ss_list) h->ss_list->prev = ss;
-  h->ss_list = ss;
+  list_insert(h, ss);
   h->ss_count++;
   if (ss->used_slabs == 0) h->empty_ss++;
   if (ss->dirty_units != 0) {
@@ -44,10 +68,7 @@ void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss)
 
 void hak_ss_unlink(hak_heap_t *h, hak_superslab_t *ss)
 {
-  if (ss->prev) ss->prev->next = ss->next;
-  else h->ss_list = ss->next;
-  if (ss->next) ss->next->prev = ss->prev;
-  ss->prev = ss->next = NULL;
+  list_remove(h, ss);
   h->ss_count--;
   if (ss->used_slabs == 0) h->empty_ss--;
   h->dirty_units -= (uint32_t)__builtin_popcount(ss->dirty_units);
@@ -97,8 +118,7 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls)
   unsigned span = hak_class_span[cls];
   hak_superslab_t *pick = NULL;
   int unit = -1;
-  for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next) {
-    if (ss->free_units == 0) continue;
+  for (hak_superslab_t *ss = h->ss_list; ss != NULL && ss->free_units != 0; ss = ss->next) {
     int u = find_run(ss->free_units, span);
     if (u < 0) continue;
     pick = ss;
@@ -117,6 +137,10 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls)
   ss->dirty_units &= ~m;
   ss->free_units &= ~m;
   if (ss->used_slabs++ == 0) h->empty_ss--;
+  if (ss->free_units == 0) {  /* now full: behind the others */
+    list_remove(h, ss);
+    list_insert(h, ss);
+  }
 
   hak_slab_t *s = &ss->slabs[unit];
   uint32_t bs = hak_class_size[cls];
@@ -167,6 +191,11 @@ void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s)
   unsigned unit = s->unit, span = s->span;
   uint32_t m = units_mask(unit, span);
   for (unsigned u = unit; u < unit + span; u++) slab_reset(ss, u);
+  if (ss->free_units == 0) {  /* has room again: to the front */
+    ss->free_units = m;
+    list_remove(h, ss);
+    list_insert(h, ss);
+  }
   ss->free_units |= m;
   uint32_t newly_dirty = m & ~ss->dirty_units;
   ss->dirty_units |= m;
@@ -217,7 +246,7 @@ void hak_ss_purge(hak_heap_t *h, bool force)
   if (!force && (size_t)h->dirty_units * HAK_UNIT_SIZE <= hak_opt.purge_threshold &&
       hak_os_now_ms() - h->dirty_since_ms < hak_opt.purge_delay_ms)
     return;
-  for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next)
+  for (hak_superslab_t *ss = h->ss_list; ss != NULL && ss->free_units != 0; ss = ss->next)
     if (ss->dirty_units != 0) purge_ss(ss);
   h->dirty_units = 0;
 }
