@@ -346,6 +346,11 @@ void hak_heap_before_fork(void)
 }
 void hak_heap_after_fork(bool child)
 {
+  hak_heap_t *h = hak_tls_heap;
+  hak_slab_t *s;
+  if (child && h->state == HAK_HEAP_LIVE)
+    for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next)
+      FOR_EACH_SLAB(ss, s) hak_remote_after_fork_child(s);
   hak_handoff_after_fork(&hak_abandoned, child);
   hak_handoff_after_fork(&pool, child);
   if (child) pthread_mutex_init(&chunk_lock, NULL);

@@ -376,6 +376,7 @@ uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state);
 bool hak_remote_mark_full(hak_slab_t *s);
 void hak_remote_set_state(hak_slab_t *s, uintptr_t state);
 void hak_remote_drain_delayed(hak_heap_t *h);
+void hak_remote_after_fork_child(hak_slab_t *s);
 
 /* ----------------------------------------------------------------- handoff */
 

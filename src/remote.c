@@ -132,3 +132,16 @@ void hak_remote_drain_delayed(hak_heap_t *h)
                                                     memory_order_relaxed));
   }
 }
+
+/* In a fork child, for a slab of the forking thread's heap: a parent thread
+ * that was between the two steps of a delayed hand-over does not exist in
+ * the child, so its DELAYED_FREEING would never clear.  The slab is still full
+ * in the owner's view: back to USE_DELAYED (the block it was handing over is
+ * either on the delayed list already or lost to the child, never corrupted). */
+void hak_remote_after_fork_child(hak_slab_t *s)
+{
+  _Atomic(uintptr_t) *head = &hak_slab_remote(s)->head;
+  uintptr_t v = atomic_load_explicit(head, memory_order_relaxed);
+  if (rs_state(v) == HAK_RS_DELAYED_FREEING)
+    atomic_store_explicit(head, (v & ~HAK_RS_MASK) | HAK_RS_USE_DELAYED, memory_order_relaxed);
+}
