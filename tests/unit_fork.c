@@ -1,0 +1,250 @@
+/* unit_fork: behaviour that needs a child process.
+ *
+ *   unit_fork double_free        hak_free twice on a small block
+ *   unit_fork double_free_later  a small block freed, others freed, then it again
+ *   unit_fork interior           hak_free(p + 8) / (p + 1) inside a small block
+ *   unit_fork interior_medium    hak_free(p + 4096) inside a 100000-byte block
+ *   unit_fork fork_threads       fork() while another thread allocates: the
+ *                                child's allocator works
+ *   unit_fork                    all of the above
+ *
+ * A misuse case forks a child that commits the misuse with its stderr on a
+ * pipe.  The child must die of SIGABRT and say "hakmem" on stderr.  If the
+ * misuse goes unnoticed the child exits 0 and the case fails; a child that
+ * hangs is ended by alarm() (SIGALRM), which also fails the case.
+ *
+ * Under ThreadSanitizer the program reports a skip (exit 77).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "hakmem.h"
+
+#define SKIP_CODE 77
+#define CHILD_SECONDS 20
+
+/* Some freed-or-not work the child does after the misuse returned, so that a
+ * corrupted free list has a chance to show; then the child exits 0. */
+static void after_misuse(void) {
+  void *p[64];
+  for (int i = 0; i < 64; i++) p[i] = hak_malloc(64);
+  for (int i = 0; i < 64; i++) hak_free(p[i]);
+  fprintf(stderr, "child: the misuse returned normally\n");
+  _exit(0);
+}
+
+static void misuse_double_free(void) {
+  char *p = hak_malloc(64);
+  memset(p, 1, 64);
+  hak_free(p);
+  hak_free(p);
+  after_misuse();
+}
+
+static void misuse_double_free_later(void) {
+  char *a = hak_malloc(48), *b = hak_malloc(48), *c = hak_malloc(48);
+  hak_free(a);
+  hak_free(b);
+  hak_free(c);
+  hak_free(a); /* a is no longer at the head of any list */
+  after_misuse();
+}
+
+static void misuse_interior(void) {
+  char *keep = hak_malloc(64); /* the slab holds another live block */
+  char *p = hak_malloc(64);
+  (void)keep;
+  hak_free(p + 8);
+  after_misuse();
+}
+
+static void misuse_interior_odd(void) {
+  char *keep = hak_malloc(256);
+  char *p = hak_malloc(256);
+  (void)keep;
+  hak_free(p + 1);
+  after_misuse();
+}
+
+static void misuse_interior_medium(void) {
+  char *keep = hak_malloc(100000);
+  char *p = hak_malloc(100000);
+  (void)keep;
+  hak_free(p + 4096);
+  after_misuse();
+}
+
+struct misuse { const char *name; void (*fn)(void); };
+
+/* Runs fn in a child with stderr on a pipe; checks SIGABRT and the message. */
+static void expect_abort(const char *group, const struct misuse *m) {
+  char section[96];
+  snprintf(section, sizeof section, "%s: %s", group, m->name);
+  check_begin(section);
+  fflush(NULL);
+  int fds[2];
+  REQUIRE(pipe(fds) == 0, "pipe: %s", strerror(errno));
+  pid_t pid = fork();
+  REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], 2);
+    close(fds[1]);
+    alarm(CHILD_SECONDS);
+    m->fn();
+    _exit(0);
+  }
+  close(fds[1]);
+  char buf[4096];
+  size_t len = 0;
+  for (;;) {
+    ssize_t r = read(fds[0], buf + len, sizeof buf - 1 - len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    len += (size_t)r;
+    if (len == sizeof buf - 1) { /* keep draining so the child never blocks */
+      char sink[512];
+      while (read(fds[0], sink, sizeof sink) > 0) {}
+      break;
+    }
+  }
+  buf[len] = 0;
+  close(fds[0]);
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  bool sig = WIFSIGNALED(st);
+  int signo = sig ? WTERMSIG(st) : 0;
+  CHECK(sig && signo == SIGABRT, "%s: child %s %d (expected death by SIGABRT); its stderr: <<%s>>",
+        m->name, sig ? "died of signal" : "exited with status", sig ? signo : WEXITSTATUS(st), buf);
+  CHECK(strstr(buf, "hakmem") != NULL, "%s: child's stderr does not mention hakmem: <<%s>>", m->name, buf);
+  if (sig && signo == SIGABRT) printf("   detected: %s%s", buf, len && buf[len - 1] == '\n' ? "" : "\n");
+}
+
+/* ------------------------------------------------------------------ */
+/* fork() while another thread is inside the allocator. */
+
+static atomic_bool stop_churn;
+
+static void *churn(void *arg) {
+  (void)arg;
+  void *slot[256] = {0};
+  uint32_t x = 1;
+  while (!atomic_load_explicit(&stop_churn, memory_order_relaxed)) {
+    x = x * 1664525u + 1013904223u;
+    unsigned i = x >> 24;
+    hak_free(slot[i]);
+    size_t size = (x & 0x10000) ? (x >> 4) % 200000 : (x >> 4) % 512;
+    slot[i] = hak_malloc(size);
+    if (slot[i]) memset(slot[i], 7, size < 64 ? size : 64);
+  }
+  for (int i = 0; i < 256; i++) hak_free(slot[i]);
+  return NULL;
+}
+
+static int child_work(void) {
+  /* The child uses the allocator for all size ranges, and from a new thread. */
+  void *p[1000];
+  for (int round = 0; round < 20; round++) {
+    for (int i = 0; i < 1000; i++) {
+      size_t size = (size_t)(i * 37 + round) % (i % 50 == 0 ? 300000 : 2000);
+      p[i] = hak_malloc(size);
+      if (!p[i]) return 2;
+      memset(p[i], i & 0xff, size);
+    }
+    for (int i = 0; i < 1000; i++) hak_free(p[i]);
+  }
+  void *big = hak_malloc(5u << 20);
+  if (!big) return 3;
+  memset(big, 1, 5u << 20);
+  hak_free(big);
+  pthread_t t;
+  atomic_store(&stop_churn, false);
+  if (pthread_create(&t, NULL, churn, NULL) != 0) return 4;
+  for (int i = 0; i < 20000; i++) hak_free(hak_malloc((size_t)i % 3000));
+  atomic_store(&stop_churn, true);
+  pthread_join(t, NULL);
+  return 0;
+}
+
+static void test_fork_threads(void) {
+  check_begin("fork while another thread allocates");
+  pthread_t t[2];
+  atomic_store(&stop_churn, false);
+  REQUIRE(pthread_create(&t[0], NULL, churn, NULL) == 0, "pthread_create");
+  REQUIRE(pthread_create(&t[1], NULL, churn, NULL) == 0, "pthread_create");
+  int ok = 0;
+  const int forks = 40;
+  for (int i = 0; i < forks; i++) {
+    /* The parent allocates too, so the fork can land anywhere. */
+    for (int k = 0; k < 500; k++) hak_free(hak_malloc((size_t)(k * 13 + i) % 4000));
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+      alarm(CHILD_SECONDS);
+      _exit(child_work());
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    bool good = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    CHECK(good, "fork #%d: child %s %d%s", i, WIFSIGNALED(st) ? "died of signal" : "exited with",
+          WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
+          WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? " (hung: a lock held at fork time?)" : "");
+    ok += good;
+  }
+  atomic_store(&stop_churn, true);
+  pthread_join(t[0], NULL);
+  pthread_join(t[1], NULL);
+  printf("   %d of %d children worked\n", ok, forks);
+}
+
+static const struct misuse cases[] = {
+    {"double_free", misuse_double_free},
+    {"double_free_later", misuse_double_free_later},
+    {"interior", misuse_interior},
+    {"interior_odd", misuse_interior_odd},
+    {"interior_medium", misuse_interior_medium},
+};
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+#if defined(HAKMEM_TSAN) || defined(__SANITIZE_THREAD__)
+  (void)argc;
+  (void)argv;
+  (void)cases;
+  (void)test_fork_threads;
+  (void)expect_abort;
+  printf("SKIP: fork-based tests are not run under ThreadSanitizer\n");
+  return SKIP_CODE;
+#else
+  const char *only = argc > 1 ? argv[1] : NULL;
+  bool ran = false;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (only && strcmp(only, cases[i].name) != 0 &&
+        !(strcmp(only, "interior") == 0 && strcmp(cases[i].name, "interior_odd") == 0))
+      continue;
+    expect_abort("misuse", &cases[i]);
+    ran = true;
+  }
+  if (!only || strcmp(only, "fork_threads") == 0) {
+    test_fork_threads();
+    ran = true;
+  }
+  if (!ran) {
+    fprintf(stderr, "unit_fork: unknown case '%s'\n", only);
+    return 2;
+  }
+  return check_finish("unit_fork");
+#endif
+}

@@ -1,0 +1,430 @@
+/* unit_remote: blocks freed by threads that do not own them come back.
+ *
+ * 1. Owner alive: thread A allocates N blocks of a size and waits (on a
+ *    condition variable) while thread B frees them all and exits.  The
+ *    counters must show N remote frees; when A then allocates 1.5 N blocks of
+ *    the same size (the slab it was carving may still hand out fresh blocks
+ *    first), at least 90% of the first N addresses must come back (the remote
+ *    frees reached A's slabs and A reuses them); after A frees
+ *    everything, live_bytes is back where it started.
+ * 2. Owner gone: in each round a thread allocates many blocks and exits; a
+ *    second thread frees them.  Over the rounds mapped memory must stay
+ *    bounded: abandoned slabs are found again once emptied.
+ * 3. Ping-pong: two threads allocate blocks and hand them to each other to
+ *    check and free; every block is a remote free, contents intact, counters
+ *    balanced at the end.
+ * 4. A new thread whose first call is realloc of another thread's block.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "hakmem.h"
+
+#define MiB ((size_t)1 << 20)
+
+static hak_stats_t stats_now(void) {
+  hak_stats_t s;
+  hak_stats_get(&s);
+  return s;
+}
+
+static int uptr_cmp(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* ------------------------------------------------------------------ */
+/* A phase counter under a mutex: each side waits for the phase it needs. */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int phase;
+
+static void set_phase(int p) {
+  pthread_mutex_lock(&mu);
+  phase = p;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+}
+
+static void wait_phase(int p) {
+  pthread_mutex_lock(&mu);
+  while (phase != p) pthread_cond_wait(&cv, &mu);
+  pthread_mutex_unlock(&mu);
+}
+
+/* ------------------------------------------------------------------ */
+/* 1. Owner alive. */
+
+static const size_t owner_sizes[] = {16, 48, 100, 512, 1024, 8000, 40000};
+#define N_OWNER_SIZES (sizeof owner_sizes / sizeof owner_sizes[0])
+
+static size_t count_for(size_t size) {
+  size_t n = 32 * MiB / size;
+  return n > 10000 ? 10000 : n;
+}
+
+struct owner_ctx {
+  void **first;       /* the blocks A allocated first, handed to B */
+  size_t n, size;
+  size_t reused;      /* how many first-round addresses A got back in its second round */
+  bool alloc_failed;
+};
+
+static struct owner_ctx octx;
+
+static void *owner_thread(void *arg) {
+  (void)arg;
+  for (size_t k = 0; k < N_OWNER_SIZES; k++) {
+    size_t size = owner_sizes[k], n = count_for(size);
+    wait_phase((int)(10 * k + 1));
+    octx.size = size;
+    octx.n = n;
+    octx.alloc_failed = false;
+    octx.first = malloc(n * sizeof(void *));
+    uintptr_t *sorted = malloc(n * sizeof(uintptr_t));
+    void **second = malloc((n + n / 2) * sizeof(void *));
+    if (!octx.first || !sorted || !second) abort();
+    for (size_t i = 0; i < n; i++) {
+      octx.first[i] = hak_malloc(size);
+      if (!octx.first[i]) {
+        octx.alloc_failed = true;
+        n = octx.n = i;
+        break;
+      }
+      memset(octx.first[i], (int)(i & 0xff), size);
+      sorted[i] = (uintptr_t)octx.first[i];
+    }
+    qsort(sorted, n, sizeof *sorted, uptr_cmp);
+    set_phase((int)(10 * k + 2)); /* main: let B free them */
+    wait_phase((int)(10 * k + 3));
+    /* Allocate half as many again as before: the slab A was carving when
+     * it stopped may still hold fresh blocks, which may come first. */
+    size_t n2 = n + n / 2, got = 0;
+    unsigned char *hit = calloc(n ? n : 1, 1);
+    if (!hit) abort();
+    for (size_t i = 0; i < n2; i++) {
+      second[i] = hak_malloc(size);
+      if (!second[i]) {
+        octx.alloc_failed = true;
+        break;
+      }
+      got++;
+      uintptr_t key = (uintptr_t)second[i];
+      uintptr_t *at = bsearch(&key, sorted, n, sizeof *sorted, uptr_cmp);
+      if (at) hit[at - sorted] = 1;
+      memset(second[i], 0x3c, size);
+    }
+    size_t reused = 0;
+    for (size_t i = 0; i < n; i++) reused += hit[i];
+    for (size_t i = 0; i < got; i++) hak_free(second[i]);
+    octx.reused = reused;
+    free(hit);
+    free(sorted);
+    free(second);
+    set_phase((int)(10 * k + 4));
+  }
+  return NULL;
+}
+
+struct free_job { void **blocks; size_t n, size; size_t corrupt; };
+
+static void *freeing_thread(void *arg) {
+  struct free_job *j = arg;
+  for (size_t i = 0; i < j->n; i++) {
+    unsigned char *b = j->blocks[i];
+    if (b[0] != (unsigned char)(i & 0xff) || b[j->size - 1] != (unsigned char)(i & 0xff)) j->corrupt++;
+    hak_free(b);
+  }
+  return NULL;
+}
+
+static void test_owner_alive(void) {
+  check_begin("remote frees return to a live owner");
+  hak_stats_t base = stats_now();
+  pthread_t a;
+  REQUIRE(pthread_create(&a, NULL, owner_thread, NULL) == 0, "pthread_create");
+  for (size_t k = 0; k < N_OWNER_SIZES; k++) {
+    set_phase((int)(10 * k + 1));
+    wait_phase((int)(10 * k + 2)); /* A holds n blocks and waits */
+    size_t n = octx.n, size = octx.size;
+    CHECK(!octx.alloc_failed, "size %zu: thread A's allocation failed", size);
+    hak_stats_t s0 = stats_now();
+    struct free_job job = {octx.first, n, size, 0};
+    pthread_t b;
+    REQUIRE(pthread_create(&b, NULL, freeing_thread, &job) == 0, "pthread_create");
+    pthread_join(b, NULL);
+    hak_stats_t s1 = stats_now();
+    CHECK(job.corrupt == 0, "size %zu: %zu blocks arrived corrupted in thread B", size, job.corrupt);
+    CHECK(s1.remote_frees - s0.remote_frees >= n,
+          "size %zu: B freed %zu blocks of A, remote_frees grew by %llu", size, n,
+          (unsigned long long)(s1.remote_frees - s0.remote_frees));
+    CHECK(s1.frees - s0.frees == n, "size %zu: frees grew by %llu, expected %zu", size,
+          (unsigned long long)(s1.frees - s0.frees), n);
+    CHECK(s1.allocs == s0.allocs, "size %zu: allocs grew by %llu while only B freed", size,
+          (unsigned long long)(s1.allocs - s0.allocs));
+    CHECK(s1.live_bytes == base.live_bytes,
+          "size %zu: live_bytes %llu after B freed every block, %llu at the start", size,
+          (unsigned long long)s1.live_bytes, (unsigned long long)base.live_bytes);
+    free(octx.first);
+    set_phase((int)(10 * k + 3));
+    wait_phase((int)(10 * k + 4)); /* A allocated n again, and freed them */
+    CHECK(!octx.alloc_failed, "size %zu: thread A's second allocation failed", size);
+    CHECK(octx.reused * 10 >= n * 9,
+          "size %zu: after B freed A's %zu blocks, A allocated %zu and got back only %zu "
+          "of those addresses (need >= 90%%)", size, n, n + n / 2, octx.reused);
+    printf("   size %zu: %zu blocks, %zu reused (%.1f%%), remote_frees +%llu\n", size, n,
+           octx.reused, n ? 100.0 * (double)octx.reused / (double)n : 0.0,
+           (unsigned long long)(s1.remote_frees - s0.remote_frees));
+    hak_stats_t s2 = stats_now();
+    CHECK(s2.live_bytes == base.live_bytes, "size %zu: live_bytes %llu at the end, %llu at the start",
+          size, (unsigned long long)s2.live_bytes, (unsigned long long)base.live_bytes);
+  }
+  pthread_join(a, NULL);
+  hak_stats_t end = stats_now();
+  CHECK(end.allocs - base.allocs == end.frees - base.frees, "owner test: %llu allocs, %llu frees",
+        (unsigned long long)(end.allocs - base.allocs), (unsigned long long)(end.frees - base.frees));
+}
+
+/* ------------------------------------------------------------------ */
+/* 2. Owner gone before its blocks are freed. */
+
+struct gone_job { void **blocks; size_t n, size; bool failed; };
+
+static void *alloc_and_exit(void *arg) {
+  struct gone_job *j = arg;
+  for (size_t i = 0; i < j->n; i++) {
+    j->blocks[i] = hak_malloc(j->size);
+    if (!j->blocks[i]) {
+      j->failed = true;
+      j->n = i;
+      return NULL;
+    }
+    memset(j->blocks[i], (int)(i & 0xff), j->size);
+  }
+  return NULL;
+}
+
+static void test_owner_gone(void) {
+  check_begin("blocks of exited threads, freed remotely, are reused");
+  enum { ROUNDS = 14, N = 20000 };
+  const size_t sizes[] = {128, 64, 1000}; /* each round uses one of these */
+  void **blocks = malloc(N * sizeof(void *));
+  REQUIRE(blocks != NULL, "test's own malloc failed");
+  hak_stats_t base = stats_now(), after1 = base;
+  for (int r = 0; r < ROUNDS; r++) {
+    size_t size = sizes[r % 3];
+    struct gone_job aj = {blocks, N, size, false};
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, alloc_and_exit, &aj) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    CHECK(!aj.failed, "round %d: allocation of %d blocks of %zu failed", r, N, size);
+    struct free_job fj = {blocks, aj.n, size, 0};
+    REQUIRE(pthread_create(&t, NULL, freeing_thread, &fj) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    CHECK(fj.corrupt == 0, "round %d: %zu blocks corrupted", r, fj.corrupt);
+    hak_collect();
+    if (r == 2) after1 = stats_now(); /* every size has been through once */
+  }
+  hak_stats_t end = stats_now();
+  /* A leak would grow by about (ROUNDS - 3) * N * size ~ 25+ MiB. */
+  CHECK(end.mapped_bytes <= after1.mapped_bytes + 8 * MiB,
+        "%d rounds of alloc-in-exiting-thread / remote free grew mapped_bytes from %llu "
+        "(after the first three rounds) to %llu", ROUNDS, (unsigned long long)after1.mapped_bytes,
+        (unsigned long long)end.mapped_bytes);
+  CHECK(end.heaps_abandoned - base.heaps_abandoned >= ROUNDS,
+        "%d threads exited holding live blocks, heaps_abandoned grew by %llu", ROUNDS,
+        (unsigned long long)(end.heaps_abandoned - base.heaps_abandoned));
+  CHECK(end.remote_frees - base.remote_frees >= (uint64_t)ROUNDS * N,
+        "remote_frees grew by %llu, expected >= %d", (unsigned long long)(end.remote_frees - base.remote_frees),
+        ROUNDS * N);
+  CHECK(end.live_bytes == base.live_bytes, "live_bytes %llu at the end, %llu at the start",
+        (unsigned long long)end.live_bytes, (unsigned long long)base.live_bytes);
+  CHECK(end.allocs - base.allocs == end.frees - base.frees, "%llu allocs, %llu frees",
+        (unsigned long long)(end.allocs - base.allocs), (unsigned long long)(end.frees - base.frees));
+  printf("   mapped after 3 rounds %llu, after %d rounds %llu; SuperSlabs mapped %llu, unmapped %llu, adopted %llu\n",
+         (unsigned long long)after1.mapped_bytes, ROUNDS, (unsigned long long)end.mapped_bytes,
+         (unsigned long long)end.superslabs_mapped, (unsigned long long)end.superslabs_unmapped,
+         (unsigned long long)end.superslabs_adopted);
+  free(blocks);
+}
+
+/* ------------------------------------------------------------------ */
+/* 3. Ping-pong: each thread allocates, the other checks and frees. */
+
+#define RING 256
+struct mailbox {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  void *slot[RING];
+  size_t head, tail; /* head: next to take, tail: next to put */
+  bool done;
+};
+
+static void mb_put(struct mailbox *m, void *p) {
+  pthread_mutex_lock(&m->mu);
+  while (m->tail - m->head == RING) pthread_cond_wait(&m->cv, &m->mu);
+  m->slot[m->tail++ % RING] = p;
+  pthread_cond_broadcast(&m->cv);
+  pthread_mutex_unlock(&m->mu);
+}
+
+/* Takes up to max blocks; returns 0 only when the sender is done and empty. */
+static size_t mb_take(struct mailbox *m, void **out, size_t max) {
+  pthread_mutex_lock(&m->mu);
+  while (m->tail == m->head && !m->done) pthread_cond_wait(&m->cv, &m->mu);
+  size_t n = 0;
+  while (n < max && m->head != m->tail) out[n++] = m->slot[m->head++ % RING];
+  pthread_cond_broadcast(&m->cv);
+  pthread_mutex_unlock(&m->mu);
+  return n;
+}
+
+static void mb_close(struct mailbox *m) {
+  pthread_mutex_lock(&m->mu);
+  m->done = true;
+  pthread_cond_broadcast(&m->cv);
+  pthread_mutex_unlock(&m->mu);
+}
+
+struct pp_side {
+  struct mailbox *out, *in;
+  unsigned seed;
+  size_t sent, received, bad;
+  bool alloc_failed;
+};
+
+#define PP_BLOCKS 150000
+
+static size_t pp_size(uint32_t x) { return 8 + (x % 61 == 0 ? x % 30000 : x % 1500); }
+
+static void *pp_sender(void *arg) {
+  struct pp_side *s = arg;
+  uint32_t x = s->seed;
+  for (size_t i = 0; i < PP_BLOCKS; i++) {
+    x = x * 1664525u + 1013904223u;
+    size_t size = pp_size(x);
+    uint32_t *b = hak_malloc(size);
+    if (!b) {
+      s->alloc_failed = true;
+      break;
+    }
+    b[0] = x; /* the receiver recomputes the size from it */
+    ((unsigned char *)b)[size - 1] = (unsigned char)(x >> 8);
+    mb_put(s->out, b);
+    s->sent++;
+  }
+  mb_close(s->out);
+  return NULL;
+}
+
+static void *pp_receiver(void *arg) {
+  struct pp_side *s = arg;
+  void *batch[64];
+  size_t n;
+  while ((n = mb_take(s->in, batch, 64)) > 0) {
+    for (size_t i = 0; i < n; i++) {
+      uint32_t *b = batch[i];
+      size_t size = pp_size(b[0]);
+      if (((unsigned char *)b)[size - 1] != (unsigned char)(b[0] >> 8)) s->bad++;
+      if (hak_malloc_usable_size(b) < size) s->bad++;
+      hak_free(b);
+      s->received++;
+    }
+  }
+  return NULL;
+}
+
+/* One thread per side does both jobs: it allocates for the peer and frees
+ * what the peer sends, so each side owns blocks and frees foreign ones. */
+static void *pp_thread(void *arg) {
+  pthread_t r;
+  if (pthread_create(&r, NULL, pp_receiver, arg) != 0) abort();
+  pp_sender(arg);
+  pthread_join(r, NULL);
+  return NULL;
+}
+
+static void test_ping_pong(void) {
+  check_begin("ping-pong: every block freed by the other thread");
+  static struct mailbox ab = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0, false};
+  static struct mailbox ba = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0, false};
+  struct pp_side a = {&ab, &ba, 12345u, 0, 0, 0, false};
+  struct pp_side b = {&ba, &ab, 67890u, 0, 0, 0, false};
+  hak_stats_t s0 = stats_now();
+  pthread_t ta, tb;
+  REQUIRE(pthread_create(&ta, NULL, pp_thread, &a) == 0, "pthread_create");
+  REQUIRE(pthread_create(&tb, NULL, pp_thread, &b) == 0, "pthread_create");
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  hak_stats_t s1 = stats_now();
+  CHECK(!a.alloc_failed && !b.alloc_failed, "an allocation failed");
+  CHECK(a.sent == PP_BLOCKS && b.sent == PP_BLOCKS, "sent %zu and %zu", a.sent, b.sent);
+  CHECK(a.received == b.sent && b.received == a.sent, "received %zu of %zu and %zu of %zu",
+        a.received, b.sent, b.received, a.sent);
+  CHECK(a.bad == 0 && b.bad == 0, "%zu and %zu blocks arrived corrupted or too small", a.bad, b.bad);
+  uint64_t total = a.sent + b.sent;
+  CHECK(s1.allocs - s0.allocs == total, "allocs grew by %llu, expected %llu",
+        (unsigned long long)(s1.allocs - s0.allocs), (unsigned long long)total);
+  CHECK(s1.frees - s0.frees == total, "frees grew by %llu, expected %llu",
+        (unsigned long long)(s1.frees - s0.frees), (unsigned long long)total);
+  CHECK(s1.remote_frees - s0.remote_frees == total,
+        "remote_frees grew by %llu; every one of the %llu frees was by a non-owner",
+        (unsigned long long)(s1.remote_frees - s0.remote_frees), (unsigned long long)total);
+  CHECK(s1.live_bytes == s0.live_bytes, "live_bytes %llu after, %llu before",
+        (unsigned long long)s1.live_bytes, (unsigned long long)s0.live_bytes);
+}
+
+/* ------------------------------------------------------------------ */
+/* 4. realloc as the first call of a new thread, on another thread's block. */
+
+struct realloc_job { void *p; size_t from, to; size_t bad; };
+
+static void *realloc_first(void *arg) {
+  struct realloc_job *j = arg;
+  unsigned char *q = hak_realloc(j->p, j->to);
+  if (!q) {
+    j->bad = SIZE_MAX;
+    return NULL;
+  }
+  size_t keep = j->from < j->to ? j->from : j->to;
+  j->bad = keep - check_verify(q, keep, j->from);
+  j->p = q;
+  return NULL;
+}
+
+static void test_realloc_first_call(void) {
+  check_begin("a new thread's first call is realloc of a foreign-thread block");
+  static const size_t pairs[][2] = {{24, 5000}, {5000, 24}, {100, 3 * MiB}, {3 * MiB, 100}, {64, 64}};
+  hak_stats_t s0 = stats_now();
+  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+    struct realloc_job j = {hak_malloc(pairs[i][0]), pairs[i][0], pairs[i][1], 0};
+    REQUIRE(j.p != NULL, "hak_malloc(%zu)", j.from);
+    check_fill(j.p, j.from, j.from);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, realloc_first, &j) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    CHECK(j.bad == 0, "realloc %zu -> %zu in a new thread: %s", j.from, j.to,
+          j.bad == SIZE_MAX ? "returned NULL" : "contents changed");
+    if (j.bad != SIZE_MAX) hak_free(j.p);
+  }
+  hak_stats_t s1 = stats_now();
+  CHECK(s1.live_bytes == s0.live_bytes, "live_bytes %llu after, %llu before",
+        (unsigned long long)s1.live_bytes, (unsigned long long)s0.live_bytes);
+}
+
+int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  test_owner_alive();
+  test_owner_gone();
+  test_ping_pong();
+  test_realloc_first_call();
+  return check_finish("unit_remote");
+}
