@@ -93,8 +93,10 @@ find_lib() {     # find_lib soname...: first existing path
 # carries on with glibc when a preload fails, which would silently measure
 # the wrong allocator).
 preload_works() {
-  local real; real=$(readlink -f "$1")
-  LD_PRELOAD=$1 cat /proc/self/maps 2>/dev/null | grep -qF "$real"
+  local real maps
+  real=$(readlink -f "$1")
+  maps=$(LD_PRELOAD=$1 cat /proc/self/maps 2>/dev/null) || return 1
+  grep -qF "$real" <<<"$maps"
 }
 
 alloc_names=()
@@ -126,7 +128,7 @@ nalloc=${#alloc_names[@]}
 mkdir -p "$OUT"
 RAW=$OUT/raw.csv
 LOG=$OUT/stderr.log
-echo "workload,threads,allocator,run,ops_per_s,maxrss_kb,wall_s,status" >"$RAW"
+echo "workload,threads,allocator,run,ops_per_s,maxrss_kb,wall_s,status,extra" >"$RAW"
 : >"$LOG"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -171,10 +173,13 @@ for w in $WORKLOADS; do
         rss=$(sed -n 's/.*maxrss_kb=\([0-9]*\).*/\1/p' <<<"$res")
         wall=$(sed -n 's/.*wall_s=\([0-9.]*\).*/\1/p' <<<"$res")
         status=$(sed -n 's/.*status=\([^ ]*\).*/\1/p' <<<"$res")
+        extra=
         if [[ $w == larson ]]; then
           ops=$(sed -n 's/^Throughput = *\([0-9][0-9]*\) operations per second.*/\1/p' <<<"$stdout" | head -1)
         else
           ops=$(sed -n 's/^RESULT .* ops\/s=\([0-9][0-9]*\).*/\1/p' <<<"$stdout" | head -1)
+          # key=value pairs after ops/s (e.g. falseshare's shared=P%)
+          extra=$(sed -n 's/^RESULT .* ops\/s=[0-9]* *//p' <<<"$stdout" | head -1 | tr -d ',')
         fi
         if [[ $status != exit:0 || -z $ops ]]; then
           failures=$((failures + 1))
@@ -184,7 +189,7 @@ for w in $WORKLOADS; do
         else
           [[ -n $stdout ]] && echo "$stdout" >>"$LOG"
         fi
-        echo "$w,$t,$name,$r,${ops:-NA},${rss:-0},${wall:-0},$status" >>"$RAW"
+        echo "$w,$t,$name,$r,${ops:-NA},${rss:-0},${wall:-0},$status,$extra" >>"$RAW"
         done_runs=$((done_runs + 1))
         el=$((SECONDS - t_start))
         eta=$(((total - done_runs) * el / done_runs))
@@ -209,7 +214,10 @@ commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
 {
   echo "hakmem bench/scaling.sh, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit"
   echo "machine: ${cpu_model:-unknown CPU}, $ncpu CPUs, $(uname -sr)"
-  echo "median of $RUNS runs per point; larson ${larson_args[*]} T; other workloads ${SECS}s each"
+  settings="median of $RUNS runs per point"
+  [[ " $WORKLOADS " == *" larson "* ]] && settings="$settings; larson ${larson_args[*]} T"
+  [[ $WORKLOADS != larson ]] && settings="$settings; other workloads ${SECS}s each"
+  echo "$settings"
   echo
 } >"$TABLE"
 
@@ -230,7 +238,10 @@ NR == 1 { next }
 {
   k = $1 SUBSEP $2 SUBSEP $3
   runs[k]++
-  if ($5 != "NA") { n = ++ok[k]; ops[k, n] = $5 + 0; rss[k, n] = $6 + 0 }
+  if ($5 != "NA") {
+    n = ++ok[k]; ops[k, n] = $5 + 0; rss[k, n] = $6 + 0
+    if (match($9, /shared=[0-9.]+/)) shared[k, n] = substr($9, RSTART + 7, RLENGTH - 7) + 0
+  }
 }
 END {
   nw = split(WL, wl, " "); nt = split(TH, th, " "); na = split(AL, al, " ")
@@ -267,8 +278,27 @@ END {
   print ""
   print "vs 1T: median throughput at this thread count / at " th[1] " thread(s) (the 4T/1T ratio on 4-thread rows)."
   if (hashak) print "hakmem/peer: hakmem median throughput / this allocator median, same workload and threads (>1: hakmem faster)."
-  print "prodcons: threads = producer/consumer pairs (2T threads). falseshare: ops = writes to blocks, not mallocs."
+  for (w = 1; w <= nw; w++) {
+    if (wl[w] == "prodcons") print "prodcons: threads = producer/consumer pairs (2T threads)."
+    if (wl[w] == "falseshare") print "falseshare: ops = writes to blocks, not mallocs."
+  }
   print "This machine has " NCPU " CPUs: larger thread counts oversubscribe it."
+  for (w = 1; w <= nw; w++) {
+    if (wl[w] != "falseshare") continue
+    print ""
+    print "falseshare, blocks sharing a 64-byte line with another thread'"'"'s block (median; 0% is ideal):"
+    for (t = 1; t <= nt; t++) {
+      if (th[t] + 0 < 2) continue
+      line = "  " th[t] " threads:"
+      for (a = 1; a <= na; a++) {
+        k = wl[w] SUBSEP th[t] SUBSEP al[a]
+        n = ok[k] + 0; m = 0
+        for (i = 1; i <= n; i++) if ((k, i) in shared) z[++m] = shared[k, i]
+        line = line sprintf(" %s %s", al[a], m ? sprintf("%.1f%%", median(z, m)) : "?") (a < na ? "," : "")
+      }
+      print line
+    }
+  }
 
   # one gnuplot data file per workload: threads, then Mops/s per allocator
   for (w = 1; w <= nw; w++) {
@@ -309,6 +339,12 @@ if command -v gnuplot >/dev/null 2>&1; then
     echo "set xrange [*:*]"
     echo "set offsets graph 0.05, graph 0.05, 0, 0"
     echo "set yrange [0:*]"
+    # fixed, distinguishable colours; hakmem (if present) drawn thicker
+    colors=('#d62728' '#1f77b4' '#2ca02c' '#9467bd' '#ff7f0e' '#8c564b' '#17becf' '#7f7f7f')
+    for ((k = 0; k < nalloc; k++)); do
+      lw=1.5; [[ ${alloc_names[$k]} == hakmem ]] && lw=3
+      echo "set linetype $((k + 1)) lc rgb '${colors[$((k % 8))]}' lw $lw pt $((k % 4 + 5)) ps 1.2"
+    done
     echo "set xlabel 'threads'"
     echo "set ylabel 'Mops/s'"
     for w in $WORKLOADS; do
@@ -316,7 +352,7 @@ if command -v gnuplot >/dev/null 2>&1; then
       [[ $w == prodcons ]] && label="prodcons (x = pairs)"
       [[ $w == falseshare ]] && label="falseshare (Mwrites/s)"
       echo "set title '$label'"
-      echo "plot for [i=2:$((nalloc + 1))] '$OUT/$w.dat' using 1:i with linespoints lw 2 pt 7 title columnheader(i)"
+      echo "plot for [i=2:$((nalloc + 1))] '$OUT/$w.dat' using 1:i with linespoints lt (i-1) title columnheader(i)"
     done
     echo "unset multiplot"
   } >"$OUT/scaling.gp"
