@@ -95,6 +95,7 @@ void hak_init_slow(void)
     hak_size_class_check();
 #endif
     hak_options_init();
+    hak_stats_init();
     hak_free_key = make_key();
     hak_heap_init();
     /* release: everything above is visible to a thread that sees 2. */

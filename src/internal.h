@@ -435,6 +435,7 @@ static inline void hak_gcount(_Atomic(uint64_t) *c, uint64_t n)
 }
 void hak_stats_fold(hak_heap_t *h);
 void hak_stats_print(void);
+void hak_stats_init(void);   /* after options: keep a descriptor for the report */
 
 /* -------------------------------------------------------------- foreign */
 

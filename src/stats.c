@@ -1,11 +1,28 @@
 /* Counters: per-thread in each heap (written only by its thread), folded into
  * the process totals when the thread exits, summed on demand, and printed at
  * exit with HAKMEM_STATS=1. */
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
 hak_global_stats_t hak_gstats;
+
+/* The exit report goes to a duplicate of stderr taken at start-up: many
+ * programs (coreutils, xz) close stderr in an atexit handler, which runs
+ * before this library's destructor. */
+static int report_fd = 2;
+
+void hak_stats_init(void)
+{
+  if (!hak_opt.stats) return;
+  int saved = errno;
+  int fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
+  if (fd >= 0) report_fd = fd;
+  errno = saved;
+}
 
 static uint64_t rd(hak_counter_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
 
@@ -103,8 +120,10 @@ void hak_stats_print(void)
   p = put_u64(p, "heaps_abandoned", s.heaps_abandoned);
   p = put_u64(p, "superslabs_adopted", s.superslabs_adopted);
   *p++ = '\n';
-  *p = 0;
-  hak_write_stderr(line);
+  size_t len = (size_t)(p - line);
+  int saved = errno;
+  if (write(report_fd, line, len) != (ssize_t)len && report_fd != 2) (void)!write(2, line, len);
+  errno = saved;
 }
 
 __attribute__((destructor)) static void hak_stats_at_exit(void)
