@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static unsigned long check_count;
 static unsigned long check_failures;
@@ -74,26 +75,59 @@ static inline int check_finish(const char *prog) {
   return check_failures ? 1 : 0;
 }
 
-/* A byte pattern that depends on the block and the offset, so that two
- * overlapping blocks overwrite each other's bytes with different values. */
-static inline unsigned char check_pat(uintptr_t seed, size_t i) {
-  uint64_t x = (uint64_t)seed * 0x9E3779B97F4A7C15ull + i;
+/* A pattern that depends on the block (seed) and the offset, so that two
+ * overlapping blocks overwrite each other's bytes with different values.
+ * Written and checked a 64-bit word at a time (fast, also under sanitizers):
+ * the word at offset 8k is mix(seed, k); the bytes of a final partial word
+ * are the low bytes of its value. */
+static inline uint64_t check_mix(uintptr_t seed, size_t k) {
+  uint64_t x = (uint64_t)seed * 0x9E3779B97F4A7C15ull + k;
   x ^= x >> 29;
   x *= 0xBF58476D1CE4E5B9ull;
   x ^= x >> 32;
-  return (unsigned char)x;
+  return x;
 }
 
 static inline void check_fill(void *p, size_t n, uintptr_t seed) {
   unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) b[i] = check_pat(seed, i);
+  size_t k = 0;
+  for (; (k + 1) * 8 <= n; k++) {
+    uint64_t v = check_mix(seed, k);
+    memcpy(b + k * 8, &v, 8);
+  }
+  uint64_t v = check_mix(seed, k);
+  for (size_t i = k * 8; i < n; i++, v >>= 8) b[i] = (unsigned char)v;
 }
 
 /* Returns the first offset whose byte differs from the pattern, or n. */
 static inline size_t check_verify(const void *p, size_t n, uintptr_t seed) {
   const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != check_pat(seed, i)) return i;
+  size_t k = 0;
+  for (; (k + 1) * 8 <= n; k++) {
+    uint64_t v = check_mix(seed, k), w;
+    memcpy(&w, b + k * 8, 8);
+    if (w != v) {
+      for (size_t i = 0; i < 8; i++, v >>= 8)
+        if (b[k * 8 + i] != (unsigned char)v) return k * 8 + i;
+    }
+  }
+  uint64_t v = check_mix(seed, k);
+  for (size_t i = k * 8; i < n; i++, v >>= 8)
+    if (b[i] != (unsigned char)v) return i;
+  return n;
+}
+
+/* Returns the offset of the first non-zero byte, or n. */
+static inline size_t check_first_nonzero(const void *p, size_t n) {
+  static const unsigned char zero[4096];
+  const unsigned char *b = p;
+  for (size_t off = 0; off < n; off += sizeof zero) {
+    size_t len = n - off < sizeof zero ? n - off : sizeof zero;
+    if (memcmp(b + off, zero, len) != 0) {
+      for (size_t i = off; i < off + len; i++)
+        if (b[i]) return i;
+    }
+  }
   return n;
 }
 

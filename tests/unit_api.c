@@ -144,11 +144,13 @@ static void test_sizes(void) {
 
   /* Many blocks of each of a few small sizes held at once. */
   static const size_t same[] = {0, 1, 8, 16, 24, 48, 64, 100, 128, 1000, 4096, 20000};
-  const size_t cnt = 3000;
-  void **q = calloc(cnt, sizeof *q);
-  size_t *qu = calloc(cnt, sizeof *qu);
+  const size_t maxcnt = 3000;
+  void **q = calloc(maxcnt, sizeof *q);
+  size_t *qu = calloc(maxcnt, sizeof *qu);
   REQUIRE(q && qu, "test's own calloc failed");
   for (size_t k = 0; k < sizeof same / sizeof same[0]; k++) {
+    size_t cnt = same[k] ? 8 * MiB / same[k] : maxcnt; /* at most ~8 MiB a size */
+    if (cnt > maxcnt) cnt = maxcnt;
     for (size_t i = 0; i < cnt; i++) {
       q[i] = hak_malloc(same[k]);
       REQUIRE(q[i] != NULL, "hak_malloc(%zu) #%zu returned NULL", same[k], i);
@@ -176,12 +178,7 @@ static void test_sizes(void) {
 /* ---------------------------------------------------------------- */
 /* calloc returns zeroed memory, also when it reuses a block that was dirtied. */
 
-static size_t first_nonzero(const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++)
-    if (b[i]) return i;
-  return n;
-}
+static size_t first_nonzero(const void *p, size_t n) { return check_first_nonzero(p, n); }
 
 static void test_calloc(void) {
   check_begin("calloc zeroes, also reused blocks");
@@ -621,11 +618,16 @@ static void test_reuse(void) {
   check_begin("memory reuse: cycles do not grow mapped memory");
   static const size_t sizes[] = {16, 64, 256, 1024, 4096, 32 * KiB, 100000, 300 * KiB, 4 * MiB};
   const uint64_t slack = 8 * MiB;
+#if defined(HAKMEM_TSAN) || defined(HAKMEM_ASAN)
+  const size_t max_cycles = 250000; /* sanitizers: slower; the address check still bites */
+#else
+  const size_t max_cycles = 1000000;
+#endif
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
     size_t s = sizes[k];
     size_t cycles = 64 * MiB / s;
     if (cycles < 2000) cycles = 2000;
-    if (cycles > 1000000) cycles = 1000000;
+    if (cycles > max_cycles) cycles = max_cycles;
     uintptr_t *addr = malloc(cycles * sizeof *addr);
     REQUIRE(addr != NULL, "test's own malloc failed");
     void *w = hak_malloc(s); /* warm up the class */
