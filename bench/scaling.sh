@@ -143,6 +143,10 @@ for w in $WORKLOADS; do
   est=$(awk -v e="$est" -v d="$d" -v n=$((nth * RUNS * nalloc)) 'BEGIN { printf "%d", e + n * (d + 0.15) }')
 done
 ncpu=$(nproc)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+if awk -v l="${load_start%% *}" -v n="$ncpu" 'BEGIN { exit !(l > 0.5 * n) }'; then
+  note "warning: the machine is busy (load average $load_start on $ncpu CPUs): expect noisy results"
+fi
 note "$total runs: workloads [$WORKLOADS] x threads [$THREADS] x $RUNS runs x allocators [${alloc_names[*]}], about $((est / 60))m$((est % 60))s"
 note "this machine has $ncpu CPUs: thread counts above $ncpu oversubscribe"
 note "results in $OUT"
@@ -213,10 +217,10 @@ cpu_model=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
 commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
 {
   echo "hakmem bench/scaling.sh, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit"
-  echo "machine: ${cpu_model:-unknown CPU}, $ncpu CPUs, $(uname -sr)"
+  echo "machine: ${cpu_model:-unknown CPU}, $ncpu CPUs, $(uname -sr); load average $load_start at start, $(cut -d' ' -f1-3 /proc/loadavg) at end"
   settings="median of $RUNS runs per point"
   [[ " $WORKLOADS " == *" larson "* ]] && settings="$settings; larson ${larson_args[*]} T"
-  [[ $WORKLOADS != larson ]] && settings="$settings; other workloads ${SECS}s each"
+  [[ $WORKLOADS != larson ]] && settings="$settings; non-larson workloads ${SECS}s per run"
   echo "$settings"
   echo
 } >"$TABLE"
