@@ -17,7 +17,7 @@
 static HAK_NOINLINE void *malloc_large(size_t n)
 {
   if (n > HAK_MAX_ALLOC) { errno = ENOMEM; return NULL; }
-  return hak_large_alloc(hak_tls_heap, n, HAK_MIN_ALIGN);
+  return hak_large_alloc(hak_tls_heap, n, HAK_MIN_ALIGN, false);
 }
 
 void *hak_malloc(size_t n)
@@ -73,9 +73,9 @@ static HAK_NOINLINE void free_other(hak_heap_t *h, void *p, uintptr_t tag)
   if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
     hak_large_t *l = hak_large_of(tag, p);
     if (l == NULL) hak_fatal("free(): invalid pointer into a large block", p);
-    hak_large_free(h, l, p);
+    bool retire = hak_large_free(h, l, p);
     hak_rcu_read_unlock();
-    hak_retire(&l->retired, l->map_base, l->map_size);  /* outside the read section */
+    if (retire) hak_large_retire(l);  /* outside the read section */
     return;
   }
   hak_rcu_read_unlock();
@@ -193,9 +193,15 @@ void *hak_calloc(size_t n, size_t size)
     errno = ENOMEM;
     return NULL;
   }
-  void *p = hak_malloc(total);
-  /* Large blocks are fresh mappings (no cache), so already zero. */
-  if (p != NULL && total <= HAK_SMALL_MAX) memset(p, 0, total);
+  if (total > HAK_SMALL_MAX) {
+    if (total > HAK_MAX_ALLOC) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    return hak_large_alloc(hak_tls_heap, total, HAK_MIN_ALIGN, true);  /* zeroes only if reused */
+  }
+  void *p = hak_heap_alloc(hak_tls_heap, hak_size_class(total));
+  if (p != NULL) memset(p, 0, total);
   return p;
 }
 
@@ -213,7 +219,7 @@ static void *alloc_aligned(size_t align, size_t n)
   }
   int c = hak_size_class_aligned(n, align);
   if (c >= 0) return hak_heap_alloc(hak_tls_heap, (size_t)c);
-  return hak_large_alloc(hak_tls_heap, n, align);
+  return hak_large_alloc(hak_tls_heap, n, align, false);
 }
 
 static bool pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
@@ -270,4 +276,8 @@ void *hak_pvalloc(size_t size)
 
 /* ---------------------------------------------------------------- collect */
 
-void hak_collect(void) { hak_heap_collect(hak_tls_heap, true); }
+void hak_collect(void)
+{
+  hak_heap_collect(hak_tls_heap, true);
+  hak_large_trim();
+}

@@ -236,6 +236,7 @@ void hak_rcu_read_unlock(void);
 /* Unmap region after a grace period (batched); never call inside a read section. */
 void hak_retire(hak_retired_t *r, void *base, size_t size);
 void hak_retire_flush(void);
+void hak_rcu_synchronize(void);   /* a grace period; never inside a read section */
 void hak_registry_before_fork(void);
 void hak_registry_after_fork(bool child);
 
@@ -257,6 +258,7 @@ typedef struct hak_options {
   uint32_t ss_reserve;       /* HAKMEM_SS_RESERVE: empty SuperSlabs a heap keeps */
   uint32_t retire_batch;     /* HAKMEM_RETIRE_BATCH: regions per grace period */
   uint32_t ss_cache;         /* HAKMEM_SS_CACHE: empty SuperSlabs kept for any heap */
+  size_t large_cache;        /* HAKMEM_LARGE_CACHE_KB: freed large mappings kept */
 } hak_options_t;
 extern HAK_HIDDEN hak_options_t hak_opt;
 void hak_options_init(void);
@@ -415,8 +417,13 @@ typedef struct hak_large {
 
 #define HAK_LARGE_MAGIC 0x48414b4c52474500ul  /* "HAKLRGE" */
 
-void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align);
-void  hak_large_free(hak_heap_t *h, hak_large_t *l, void *p);
+void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero);
+void  hak_large_retire(hak_large_t *l);   /* outside any read-side section */
+void  hak_large_flush(void);
+void  hak_large_trim(void);
+void  hak_large_before_fork(void);
+void  hak_large_after_fork(bool child);
+bool  hak_large_free(hak_heap_t *h, hak_large_t *l, void *p);  /* true: retire it */
 hak_large_t *hak_large_of(uintptr_t tag, const void *p);  /* NULL: not a large block */
 bool  hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size);
 

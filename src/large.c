@@ -2,11 +2,100 @@
  * each has its own mapping, aligned to 2 MiB and covering whole 2 MiB
  * regions, so the registry maps every region it covers to its header.  The
  * header sits at the start of the mapping; the block follows at the first
- * offset that meets the alignment.  Freed mappings are unmapped after an RCU
- * grace period (batched with retired SuperSlabs). */
+ * offset that meets the alignment.
+ *
+ * A freed mapping of at most LARGE_CACHE_MAX goes to a small cache, still
+ * registered (its header says it is free, so a stray free of it is caught),
+ * and the next large allocation that fits reuses it at once: servers churn
+ * buffers of a few hundred KiB, and the cache saves the mmap, the munmap and
+ * the page faults.  The cache holds at most hak_opt.large_cache bytes.  Any
+ * other mapping leaves the registry and waits on `pending` for an RCU grace
+ * period (batched) before it is unmapped, so a racing reader never touches
+ * unmapped memory. */
 #include <errno.h>
+#include <string.h>
 
 #include "internal.h"
+
+#define LARGE_CACHE_MAX ((size_t)8 << 20)
+#define PENDING_BYTES   ((size_t)16 << 20)  /* flush sooner when this much waits */
+
+static ck_stack_t pending = CK_STACK_INITIALIZER;   /* push_upmc, batch_pop only */
+static _Atomic(uint32_t) pending_n;
+static _Atomic(size_t) pending_bytes;
+static hak_handoff_t cache = HAK_HANDOFF_INITIALIZER;
+static _Atomic(size_t) cache_bytes;
+
+static hak_large_t *large_of_link(ck_stack_entry_t *e)
+{
+  return (hak_large_t *)((char *)e - offsetof(hak_large_t, retired.link));
+}
+
+/* Wait one grace period for every pending mapping, then unmap them.  Never
+ * called inside a read-side section. */
+void hak_large_flush(void)
+{
+  ck_stack_entry_t *e = ck_stack_batch_pop_upmc(&pending);
+  if (e == NULL) return;
+  uint32_t n = 0;
+  size_t bytes = 0;
+  for (ck_stack_entry_t *x = e; x != NULL; x = x->next) {
+    n++;
+    bytes += large_of_link(x)->map_size;
+  }
+  atomic_fetch_sub_explicit(&pending_n, n, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&pending_bytes, bytes, memory_order_relaxed);
+  hak_rcu_synchronize();
+  while (e != NULL) {
+    ck_stack_entry_t *next = e->next;  /* read before the memory goes */
+    hak_large_t *l = large_of_link(e);
+    size_t size = l->map_size;
+    hak_os_unmap(l, size);
+    atomic_fetch_sub_explicit(&hak_gstats.mapped_bytes, size, memory_order_relaxed);
+    e = next;
+  }
+}
+
+/* Take l out of the registry; unmap it after a grace period.  Outside any
+ * read-side section (it may flush). */
+static void large_retire(hak_large_t *l)
+{
+  hak_map_clear_range(l->map_base, l->map_size);
+  ck_stack_push_upmc(&pending, &l->retired.link);
+  uint32_t n = atomic_fetch_add_explicit(&pending_n, 1, memory_order_relaxed) + 1;
+  size_t b = atomic_fetch_add_explicit(&pending_bytes, l->map_size, memory_order_relaxed) + l->map_size;
+  if (n >= hak_opt.retire_batch || b >= PENDING_BYTES) hak_large_flush();
+}
+
+/* A cached mapping for need bytes (header included) if the one on top fits
+ * without wasting more than half; one that does not fit is retired, so the
+ * cache follows the sizes in use. */
+static hak_large_t *cache_take(size_t need, size_t map_align)
+{
+  if (map_align > HAK_SS_SIZE || atomic_load_explicit(&cache_bytes, memory_order_relaxed) == 0) return NULL;
+  ck_stack_entry_t *e = hak_handoff_pop(&cache);
+  if (e == NULL) return NULL;
+  hak_large_t *l = large_of_link(e);
+  atomic_fetch_sub_explicit(&cache_bytes, l->map_size, memory_order_relaxed);
+  if (l->map_size >= need && l->map_size <= 2 * hak_align_up(need, HAK_SS_SIZE)) return l;
+  large_retire(l);
+  return NULL;
+}
+
+/* Give every cached mapping back (hak_collect, malloc_trim). */
+void hak_large_trim(void)
+{
+  ck_stack_entry_t *e;
+  while ((e = hak_handoff_pop(&cache)) != NULL) {
+    hak_large_t *l = large_of_link(e);
+    atomic_fetch_sub_explicit(&cache_bytes, l->map_size, memory_order_relaxed);
+    large_retire(l);
+  }
+  hak_large_flush();
+}
+
+void hak_large_before_fork(void) { hak_handoff_before_fork(&cache); }
+void hak_large_after_fork(bool child) { hak_handoff_after_fork(&cache, child); }
 
 /* Count blocks and bytes in the heap's counters, or in the totals for a
  * thread without a live heap. */
@@ -22,29 +111,47 @@ static void count_large(hak_heap_t *h, bool alloc, uint64_t blocks, size_t bytes
   }
 }
 
-void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align)
+void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero)
 {
   if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
   size_t off = hak_align_up(sizeof(hak_large_t), align);
   if (size > HAK_MAX_ALLOC || off > HAK_MAX_ALLOC - size) { errno = ENOMEM; return NULL; }
   size_t need = off + size;
-  size_t map_size = hak_align_up(need, HAK_SS_SIZE);
   size_t map_align = align > HAK_SS_SIZE ? align : HAK_SS_SIZE;
-  hak_large_t *l = hak_os_map_aligned(map_size, map_align);
-  if (l == NULL) { errno = ENOMEM; return NULL; }
+  hak_large_t *l = cache_take(need, map_align);
+  bool fresh = l == NULL;
+  if (fresh) {
+    size_t map_size = hak_align_up(need, HAK_SS_SIZE);
+    l = hak_os_map_aligned(map_size, map_align);
+    if (l == NULL) { errno = ENOMEM; return NULL; }
+    l->map_base = l;
+    l->map_size = map_size;
+    hak_gcount(&hak_gstats.mapped_bytes, map_size);
+  }
+  char *old_end = fresh ? NULL : (char *)l->user + l->usable;  /* pages the last use touched */
   l->magic = HAK_LARGE_MAGIC;
-  atomic_store_explicit(&l->live, 1, memory_order_relaxed);
-  l->map_base = l;
-  l->map_size = map_size;
+  /* release: a reader that finds the block live sees its header written */
+  atomic_store_explicit(&l->live, 1, memory_order_release);
   l->user = (char *)l + off;
   l->usable = hak_align_up(need, HAK_PAGE_SIZE) - off;
-  uintptr_t tag = (((uintptr_t)l >> HAK_SS_SHIFT) << 2) | HAK_TAG_LARGE;
-  if (!hak_map_set_range(l, map_size, tag)) {
-    hak_os_unmap(l, map_size);
-    errno = ENOMEM;
-    return NULL;
+  /* A reused mapping may still hold pages its last block touched beyond
+   * this one's end.  Faulting pages back costs more than keeping a few, so
+   * they stay unless they exceed both 1 MiB and the block's own size (then a
+   * large block never holds more than twice its size plus 1 MiB). */
+  char *new_end = (char *)l->user + l->usable;
+  size_t stale = old_end > new_end ? (size_t)(old_end - new_end) : 0;
+  if (stale > ((size_t)1 << 20) && stale > l->usable)
+    hak_os_purge(new_end, (size_t)(old_end - new_end));
+  if (fresh) {
+    uintptr_t tag = (((uintptr_t)l >> HAK_SS_SHIFT) << 2) | HAK_TAG_LARGE;
+    if (!hak_map_set_range(l, l->map_size, tag)) {
+      hak_os_unmap(l, l->map_size);
+      atomic_fetch_sub_explicit(&hak_gstats.mapped_bytes, l->map_size, memory_order_relaxed);
+      errno = ENOMEM;
+      return NULL;
+    }
   }
-  hak_gcount(&hak_gstats.mapped_bytes, map_size);
+  if (zero && !fresh) memset(l->user, 0, size);  /* fresh mappings are zero */
   count_large(h, true, 1, l->usable);
   return l->user;
 }
@@ -58,17 +165,26 @@ hak_large_t *hak_large_of(uintptr_t tag, const void *p)
   return l;
 }
 
-/* Take l out of use (under the RCU read lock); the caller retires the
- * mapping once it has left the read-side section. */
-void hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
+/* Free the large block p (the caller holds the RCU read lock).  Returns
+ * true if the mapping must be retired by the caller once it has left the
+ * read-side section; false if it went to the cache. */
+bool hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
 {
   uint32_t one = 1;
   /* acq_rel: exactly one free wins; a second one is a double free. */
   if (!atomic_compare_exchange_strong_explicit(&l->live, &one, 0, memory_order_acq_rel, memory_order_relaxed))
     hak_fatal("free(): double free of a large block", p);
-  hak_map_clear_range(l->map_base, l->map_size);
   count_large(h, false, 1, l->usable);
+  size_t cached = atomic_load_explicit(&cache_bytes, memory_order_relaxed);
+  if (l->map_size <= LARGE_CACHE_MAX && cached + l->map_size <= hak_opt.large_cache) {
+    atomic_fetch_add_explicit(&cache_bytes, l->map_size, memory_order_relaxed);
+    hak_handoff_push(&cache, &l->retired.link);
+    return false;
+  }
+  return true;
 }
+
+void hak_large_retire(hak_large_t *l) { large_retire(l); }
 
 /* Grow or shrink in place within the mapping; false if it does not fit. */
 bool hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size)

@@ -8,6 +8,8 @@
  *   HAKMEM_RETIRE_BATCH=N          regions unmapped per RCU grace period (default 16)
  *   HAKMEM_SS_CACHE=N              empty SuperSlabs (purged) kept for reuse by any
  *                                  thread instead of unmapped (default 16)
+ *   HAKMEM_LARGE_CACHE_KB=N        freed large mappings (each <= 8 MiB) kept for
+ *                                  reuse, in total (default 32768)
  */
 #include <stdlib.h>
 
@@ -20,6 +22,7 @@ hak_options_t hak_opt = {
     .ss_reserve = 1,
     .retire_batch = 16,
     .ss_cache = 16,
+    .large_cache = (size_t)32 << 20,
 };
 
 static bool env_u64(const char *name, uint64_t *out)
@@ -41,4 +44,5 @@ void hak_options_init(void)
   if (env_u64("HAKMEM_SS_RESERVE", &v)) hak_opt.ss_reserve = (uint32_t)v;
   if (env_u64("HAKMEM_RETIRE_BATCH", &v)) hak_opt.retire_batch = v ? (uint32_t)v : 1;
   if (env_u64("HAKMEM_SS_CACHE", &v)) hak_opt.ss_cache = (uint32_t)v;
+  if (env_u64("HAKMEM_LARGE_CACHE_KB", &v)) hak_opt.large_cache = (size_t)v << 10;
 }

@@ -70,7 +70,9 @@ fi
 
 [[ $quiet -eq 0 ]] && echo "run_lifecycle: ${envs[*]} $*"
 start_ns=$(date +%s%N)
-env "${envs[@]}" timeout --kill-after=5 "$timeout_s" "$@" >"$tmp/out" 2>"$tmp/err"
+# Only the program runs under the preload (timeout itself would print an
+# exit report of its own).
+timeout --kill-after=5 "$timeout_s" env "${envs[@]}" "$@" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 end_ns=$(date +%s%N)
 wall=$(awk -v a="$start_ns" -v b="$end_ns" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
