@@ -5,7 +5,8 @@
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -euo pipefail
 
-pkgs=(cmake gcc g++ make liburcu-dev libck-dev pkg-config python3 procps)
+pkgs=(cmake gcc g++ make binutils liburcu-dev libck-dev python3 procps
+      pigz zstd xz-utils coreutils)
 if [[ "${1:-}" == "--bench" || "${1:-}" == "--all" ]]; then
   pkgs+=(libmimalloc-dev libjemalloc-dev libtcmalloc-minimal4 gnuplot-nox)
 fi
