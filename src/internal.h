@@ -404,6 +404,11 @@ hak_superslab_t *hak_handoff_take(void);
 
 /* ------------------------------------------------------------------- large */
 
+/* Header of a large mapping, at its start.  Written by the allocating thread
+ * before the block is handed out (and before the mapping is registered, when
+ * fresh); afterwards only `live` changes, by the one free that wins its CAS,
+ * and `usable`, by realloc of the block's holder.  `retired` links the mapping
+ * on the cache or the pending-unmap stack once it is free. */
 typedef struct hak_large {
   uint64_t magic;
   _Atomic(uint32_t) live;     /* 1 while allocated; the freeing CAS makes it 0 */
@@ -429,6 +434,9 @@ bool  hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size);
 
 /* ------------------------------------------------------------------- stats */
 
+/* Process totals: counts of exited threads' heaps (folded at exit) and of
+ * threads without a heap, and the mapping counters.  Any thread adds with a
+ * relaxed fetch_add: they are statistics, ordered by nothing. */
 typedef struct hak_global_stats {
   _Atomic(uint64_t) allocs, frees, remote_frees, live_bytes_in, live_bytes_out;
   _Atomic(uint64_t) large_allocs, foreign_frees;
