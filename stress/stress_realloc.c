@@ -1,0 +1,253 @@
+/* stress_realloc - realloc chains that move blocks between threads.
+ *
+ * The threads form a ring: thread i receives from thread i-1 and sends to
+ * thread i+1 over SPSC rings.  A chain starts with hak_malloc or
+ * hak_realloc(NULL, n); every thread that receives the block checks its
+ * pattern, reallocates it (hak_realloc, or hak_reallocarray) to a new size and
+ * passes it on.  New sizes walk up and down: a step to a neighbouring size
+ * class (+-1 byte around powers of two and quarter steps), a jump anywhere in
+ * the small classes, or into large blocks (> 256 KiB) and back.  After each
+ * realloc the common prefix must still hold the old pattern (realloc keeps
+ * contents up to the smaller size); the block is then refilled for its new
+ * address and size.  A chain ends after --chain reallocs, freed by whichever
+ * thread holds it (mostly not the thread that allocated it).  At the end the
+ * hakmem counters must balance.
+ */
+#include "stress_common.h"
+
+static const char *prog = "stress_realloc";
+
+typedef struct {
+    st_common c;
+    int chain;    /* reallocs per chain */
+    int inflight; /* chains a thread starts per drain round */
+} config;
+
+static config cfg = {
+    .c = {.seconds = 3, .threads = 4, .large_pm = 4, .max_large_kib = 2048,
+          .max_mapped_mib = 4096, .mapped_per_live = 4},
+    .chain = 24,
+    .inflight = 4,
+};
+
+typedef struct {
+    unsigned id;
+    pthread_t th;
+    uint64_t ops, chains, reallocs, foreign, moved, frees, cross_frees, large, grow, shrink, bytes;
+} worker;
+
+static st_ring *rings; /* rings[i]: inbound to thread i */
+static _Atomic int producers_done;
+static pthread_barrier_t start_barrier;
+static double deadline;
+
+static size_t next_size(st_rng *r, size_t old)
+{
+    size_t max_large = st_max_large(&cfg.c);
+    size_t limit = max_large > ST_MAX_SMALL ? max_large : ST_MAX_SMALL;
+    uint64_t d = st_rng_below(r, 64);
+    if (d < 24) {
+        /* a neighbouring class: factors symmetric in log (no drift), +-1 */
+        static const unsigned num[] = {2, 1, 5, 4, 3, 2, 7, 4};
+        static const unsigned den[] = {1, 2, 4, 5, 2, 3, 4, 7};
+        unsigned k = (unsigned)st_rng_below(r, 8);
+        size_t s = old / den[k] * num[k] + old % den[k] * num[k] / den[k];
+        s = s + (size_t)st_rng_below(r, 3);
+        s = s > 1 ? s - 1 : 1;
+        return s > limit ? limit : s;
+    }
+    if (d == 24 && max_large > ST_MAX_SMALL)
+        return st_size_octaves(r, ST_MAX_SMALL + 1, max_large); /* into large */
+    if (d < 32)
+        return st_size_boundary(r, 1, ST_MAX_SMALL);
+    return st_random_size(r, (unsigned)cfg.c.large_pm, max_large);
+}
+
+/* Check b, reallocate it to a new size, check the kept prefix, refill. */
+static void realloc_step(worker *w, st_block *b, st_rng *r, uint64_t tag)
+{
+    st_check(prog, "on receipt, before realloc", b);
+    size_t old_size = b->size;
+    void *old_p = b->p;
+    uint64_t old_seed = st_pattern_seed((uintptr_t)b->p, b->size, b->tag);
+    size_t ns = next_size(r, old_size);
+    void *q;
+    const char *api;
+    if (st_rng_below(r, 8) == 0 && ns % 4 == 0) {
+        api = "hak_reallocarray";
+        q = hak_reallocarray(b->p, ns / 4, 4);
+    } else {
+        api = "hak_realloc";
+        q = hak_realloc(b->p, ns);
+    }
+    st_check_fresh(prog, api, q, ns, 0);
+    size_t keep = ns < old_size ? ns : old_size;
+    size_t off = st_check_seed(q, keep, old_seed);
+    if (off != (size_t)-1)
+        st_die("%s: %s(%p, %zu -> %zu) = %p by thread %u (block from thread %u) lost the "
+               "contents: first bad byte at offset %zu of %zu kept",
+               prog, api, old_p, old_size, ns, q, w->id, b->owner, off, keep);
+    if (ns > old_size)
+        w->grow++;
+    else if (ns < old_size)
+        w->shrink++;
+    if (b->owner != w->id)
+        w->foreign++;     /* realloc of a block another thread allocated */
+    if (q != old_p) {
+        w->moved++;
+        b->owner = (uint16_t)w->id; /* the new block is this thread's */
+    }
+    if (ns > ST_MAX_SMALL)
+        w->large++;
+    b->p = q;
+    b->size = ns;
+    b->tag = tag;
+    b->hops++;
+    st_fill(b);
+    w->reallocs++;
+    w->bytes += ns;
+    w->ops++;
+}
+
+static void free_block(worker *w, st_block *b, st_rng *r, const char *where)
+{
+    st_check_free(prog, where, b, r);
+    w->frees++;
+    w->ops++;
+    if (b->owner != w->id)
+        w->cross_frees++;
+}
+
+static void pass_on(worker *w, st_block *b, st_rng *r)
+{
+    unsigned to = (w->id + 1) % (unsigned)cfg.c.threads;
+    if (!st_ring_push(&rings[to], b))
+        free_block(w, b, r, "(freed by sender, ring full)");
+}
+
+static void *thread_main(void *arg)
+{
+    worker *w = arg;
+    st_rng r;
+    uint64_t tagc = 0;
+    st_rng_init(&r, cfg.c.seed, w->id);
+    size_t max_large = st_max_large(&cfg.c);
+    st_block b;
+
+    pthread_barrier_wait(&start_barrier);
+    for (uint64_t it = 0;; it++) {
+        if ((it & 7) == 0 && (st_now() >= deadline || st_has_failed()))
+            break;
+        if (w->id == 0 && (it & 255) == 0)
+            st_check_mapped(prog, &cfg.c);
+        unsigned work = 0;
+        /* start new chains while the next thread's ring has room */
+        unsigned to = (w->id + 1) % (unsigned)cfg.c.threads;
+        for (int k = 0; k < cfg.inflight && st_ring_used(&rings[to]) < ST_RING_CAP / 2; k++) {
+            size_t size = st_random_size(&r, (unsigned)cfg.c.large_pm, max_large);
+            memset(&b, 0, sizeof b);
+            if (st_rng_below(&r, 4) == 0) {
+                b.p = hak_realloc(NULL, size);
+                st_check_fresh(prog, "hak_realloc(NULL)", b.p, size, 0);
+            } else {
+                b.p = hak_malloc(size);
+                st_check_fresh(prog, "hak_malloc", b.p, size, 0);
+            }
+            b.size = size;
+            b.tag = st_new_tag(&tagc, w->id);
+            b.owner = (uint16_t)w->id;
+            b.api = ST_API_MALLOC;
+            st_fill(&b);
+            w->chains++;
+            w->ops++;
+            work++;
+            pass_on(w, &b, &r);
+        }
+        /* continue the chains that reached us */
+        for (int n = 0; n < ST_RING_CAP && st_ring_pop(&rings[w->id], &b); n++) {
+            work++;
+            realloc_step(w, &b, &r, st_new_tag(&tagc, w->id));
+            if ((int)b.hops >= cfg.chain)
+                free_block(w, &b, &r, "(end of chain)");
+            else
+                pass_on(w, &b, &r);
+        }
+        if (work == 0)
+            st_idle(); /* waiting for the next thread to catch up */
+    }
+
+    /* Stop starting and passing on; finish what still arrives (one last
+     * realloc each, then free).  See stress_prodcons.c for why this drains
+     * everything. */
+    atomic_fetch_add_explicit(&producers_done, 1, memory_order_release);
+    for (;;) {
+        bool all = atomic_load_explicit(&producers_done, memory_order_acquire) == cfg.c.threads;
+        unsigned taken = 0;
+        while (st_ring_pop(&rings[w->id], &b)) {
+            realloc_step(w, &b, &r, st_new_tag(&tagc, w->id));
+            free_block(w, &b, &r, "(drained at the end)");
+            taken++;
+        }
+        if (all)
+            break;
+        if (taken == 0)
+            st_idle();
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    st_opt extra[] = {
+        {"chain", ST_OPT_INT, &cfg.chain, "reallocs per chain before the block is freed"},
+        {"inflight", ST_OPT_INT, &cfg.inflight, "chains started per round per thread"},
+    };
+    st_parse_args(argc, argv, prog, &cfg.c, extra, 2);
+    if (cfg.inflight < 1) cfg.inflight = 1;
+    unsigned T = (unsigned)cfg.c.threads;
+    rings = st_xcalloc(T, sizeof *rings);
+    worker *w = st_xcalloc(T, sizeof *w);
+    pthread_barrier_init(&start_barrier, NULL, T + 1);
+
+    hak_stats_t s0, s1;
+    st_accounting_begin(&s0);
+    for (unsigned i = 0; i < T; i++) {
+        w[i].id = i;
+        st_thread_create(&w[i].th, thread_main, &w[i]);
+    }
+    double t0 = st_now();
+    deadline = t0 + cfg.c.seconds;
+    pthread_barrier_wait(&start_barrier);
+    uint64_t ops = 0, chains = 0, reallocs = 0, moved = 0, frees = 0, cross = 0, large = 0,
+             grow = 0, shrink = 0, bytes = 0, foreign = 0;
+    for (unsigned i = 0; i < T; i++) {
+        pthread_join(w[i].th, NULL);
+        ops += w[i].ops;
+        chains += w[i].chains;
+        reallocs += w[i].reallocs;
+        moved += w[i].moved;
+        frees += w[i].frees;
+        cross += w[i].cross_frees;
+        large += w[i].large;
+        grow += w[i].grow;
+        shrink += w[i].shrink;
+        bytes += w[i].bytes;
+        foreign += w[i].foreign;
+    }
+    double secs = st_now() - t0;
+    if (chains != frees)
+        st_fail("the test itself lost track of blocks: %" PRIu64 " chains, %" PRIu64 " freed",
+                chains, frees);
+    st_check_accounting(prog, &s0, &s1);
+
+    char extra_s[256];
+    snprintf(extra_s, sizeof extra_s,
+             "chains=%" PRIu64 " reallocs=%" PRIu64 " of_other_threads_blocks=%" PRIu64
+             " moved=%" PRIu64 " grow=%" PRIu64
+             " shrink=%" PRIu64 " large=%" PRIu64 " avg_size=%" PRIu64 " cross_thread_frees=%" PRIu64,
+             chains, reallocs, foreign, moved, grow, shrink, large, reallocs ? bytes / reallocs : 0, cross);
+    free(rings);
+    free(w);
+    pthread_barrier_destroy(&start_barrier);
+    return st_finish(prog, &cfg.c, secs, ops, extra_s);
+}
