@@ -69,6 +69,7 @@ prog_args() { # program allocator -> arguments (those of the ctests)
 
 rows=()
 hakmem_failed=0
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 for prog in $programs; do
   exe="$bindir/lc_$prog"
   if [[ ! -x "$exe" ]]; then
@@ -137,6 +138,7 @@ done
 
 echo
 echo "Lifecycle comparison, $(date -u +%Y-%m-%d) on $(nproc) cores ($(uname -r)); hakmem: $hakmem"
+echo "(load average before: $load_start; after: $(cut -d' ' -f1-3 /proc/loadavg): other work on the machine inflates wall times)"
 echo
 echo "| program | allocator | wall s | peak RSS MiB | final RSS MiB | notes | result |"
 echo "|---|---|---:|---:|---:|---|---|"

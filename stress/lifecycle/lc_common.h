@@ -65,12 +65,6 @@ static void lc_fdprintf(int fd, const char *fmt, ...)
     _exit(1);                                                           \
   } while (0)
 
-#define LC_CHECK(cond)                                                  \
-  do {                                                                  \
-    if (!(cond))                                                        \
-      LC_FAIL("check `%s` failed", #cond);                              \
-  } while (0)
-
 /* ---------- memory figures from /proc/self/status ---------- */
 
 typedef struct lc_mem {
@@ -252,14 +246,6 @@ static double lc_arg_double(int argc, char **argv, const char *name, double dflt
       return v;
     }
   return dflt;
-}
-
-static int lc_arg_flag(int argc, char **argv, const char *name)
-{
-  for (int i = 1; i < argc; i++)
-    if (strcmp(argv[i], name) == 0)
-      return 1;
-  return 0;
 }
 
 #endif /* LC_COMMON_H */
