@@ -6,7 +6,7 @@
 set -euo pipefail
 
 pkgs=(cmake gcc g++ make binutils liburcu-dev libck-dev python3 procps
-      pigz zstd xz-utils coreutils)
+      pigz zstd xz-utils coreutils git)
 if [[ "${1:-}" == "--bench" || "${1:-}" == "--all" ]]; then
   pkgs+=(libmimalloc-dev libjemalloc-dev libtcmalloc-minimal4 gnuplot-nox)
 fi
