@@ -25,7 +25,8 @@ static _Atomic(hak_heap_t *) all_heaps;             /* every heap, for stats */
 static pthread_key_t heap_key;
 
 #define HEAP_CHUNK ((size_t)256 * 1024)
-#define ABANDON_SWEEP 8   /* abandoned SuperSlabs an exiting thread drains */
+#define ABANDON_SWEEP 2     /* abandoned SuperSlabs an exiting thread looks at */
+#define ADOPT_PER_REFILL 4  /* abandoned SuperSlabs one refill may adopt */
 
 hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&all_heaps, memory_order_acquire); }
 
@@ -122,6 +123,28 @@ static bool heap_try_adopt(hak_heap_t *h)
   return true;
 }
 
+/* Does an abandoned SuperSlab hold blocks freed since it was abandoned? */
+static bool ss_has_remote_frees(hak_superslab_t *ss)
+{
+  for (unsigned u = 0; u < HAK_UNITS; u++)
+    if (atomic_load_explicit(&ss->remote_heads[u].head, memory_order_relaxed) & ~HAK_RS_MASK) return true;
+  return false;
+}
+
+/* Exiting thread: look at a few abandoned SuperSlabs and drain those that
+ * received frees after their owner left, so that memory comes back even when
+ * no living thread refills; the others go back untouched.  (Pops rotate
+ * through the stack: see handoff.c.) */
+static void heap_sweep_abandoned(hak_heap_t *h)
+{
+  for (int i = 0; i < ABANDON_SWEEP; i++) {
+    hak_superslab_t *ss = hak_handoff_take();
+    if (ss == NULL) return;
+    if (ss_has_remote_frees(ss)) heap_adopt(h, ss);
+    else hak_handoff_abandon(ss);
+  }
+}
+
 /* ------------------------------------------------------------ malloc slow */
 
 /* Make s the current slab of its class and pop a block, or NULL if it has none. */
@@ -139,6 +162,7 @@ static void *heap_alloc_not_live(hak_heap_t *h, size_t cls);
 void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
 {
   if (HAK_UNLIKELY(h->state != HAK_HEAP_LIVE)) return heap_alloc_not_live(h, cls);
+  int adopted = 0;
   for (;;) {
     hak_slab_t *s = h->cur[cls];
     if (s != &hak_slab_empty) {
@@ -156,8 +180,15 @@ void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
       continue;
     }
     hak_ss_purge(h, false);
-    if (hak_handoff_count(&hak_abandoned) != 0 && heap_try_adopt(h)) continue;
-    s = hak_ss_alloc_slab(h, cls);
+    /* Memory exited threads left comes before fresh memory: adopt one of
+     * their SuperSlabs (its partial slabs and free units become ours) and
+     * look again; a few a refill at most, so the cost of one refill stays
+     * bounded however much was abandoned. */
+    if (adopted < ADOPT_PER_REFILL && hak_handoff_count(&hak_abandoned) != 0 && heap_try_adopt(h)) {
+      adopted++;
+      continue;
+    }
+    s = hak_ss_alloc_slab(h, cls, true);
     if (s == NULL) {
       errno = ENOMEM;
       return NULL;
@@ -256,11 +287,9 @@ static void *heap_alloc_not_live(hak_heap_t *h, size_t cls)
 void hak_heap_abandon(hak_heap_t *h)
 {
   hak_slab_t *s;
-  /* Sweep: take a few SuperSlabs other exited threads left behind, so blocks
-   * freed into them after their owner left are returned even when no living
-   * thread refills (they are drained below and released if empty). */
-  for (int i = 0; i < ABANDON_SWEEP && heap_try_adopt(h); i++) {
-  }
+  /* Blocks freed into SuperSlabs other exited threads left behind come back
+   * (drained below with ours, released if empty). */
+  heap_sweep_abandoned(h);
   h->state = HAK_HEAP_DEAD;
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
     h->cur[c] = &hak_slab_empty;

@@ -330,7 +330,9 @@ static inline void *hak_heap_alloc(hak_heap_t *h, size_t cls)
   hak_slab_t *s = h->cur[cls];
   hak_block_t *b = s->free;
   if (HAK_LIKELY(b != NULL)) {
-    s->free = b->next;
+    hak_block_t *next = b->next;
+    s->free = next;
+    __builtin_prefetch(next, 1);  /* the class's next malloc writes it: start the miss now */
     s->used++;
     b->key = 0;
     hak_count(&h->stats.allocs[cls], 1);
@@ -361,7 +363,7 @@ static inline void hak_heap_free_local(hak_heap_t *h, void *p)
 /* -------------------------------------------------------------- superslab */
 
 hak_superslab_t *hak_ss_create(hak_heap_t *h);
-hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls);   /* NULL: out of memory */
+hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map);  /* NULL: no room / ENOMEM */
 void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s);
 void hak_ss_release(hak_heap_t *h, hak_superslab_t *ss);    /* unregister + retire */
 void hak_ss_purge(hak_heap_t *h, bool force);

@@ -112,8 +112,8 @@ static int find_run(uint32_t free, unsigned span)
 }
 
 /* A new slab of class cls: from a SuperSlab in use if one has room, else from
- * an empty one the heap keeps, else from a new SuperSlab. */
-hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls)
+ * an empty one the heap keeps, else (if may_map) from a cached or new one. */
+hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
 {
   unsigned span = hak_class_span[cls];
   hak_superslab_t *pick = NULL;
@@ -126,6 +126,7 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls)
     if (ss->used_slabs != 0) break;  /* prefer filling SuperSlabs in use */
   }
   if (pick == NULL) {
+    if (!may_map) return NULL;
     pick = hak_ss_create(h);
     if (pick == NULL) return NULL;
     unit = 0;
