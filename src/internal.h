@@ -104,9 +104,17 @@ extern HAK_HIDDEN uintptr_t hak_free_key;
 enum { HAK_RS_NORMAL = 0, HAK_RS_USE_DELAYED = 1, HAK_RS_DELAYED_FREEING = 2, HAK_RS_NEVER_DELAYED = 3,
        HAK_RS_KEEP = 4 /* hak_remote_collect: leave the state as it is */ };
 #define HAK_RS_MASK ((uintptr_t)3)
+/* The head word also counts the blocks on the stack in its top 16 bits, so
+ * the owner takes them without walking the list (a walk is a cache miss per
+ * block, each last written by another core).  Block addresses fit in 48 bits:
+ * hakmem maps without address hints, and the kernel then never returns
+ * addresses above 2^47.  A slab holds at most 4096 blocks. */
+#define HAK_RS_COUNT_SHIFT 48
+#define HAK_RS_COUNT_ONE   ((uintptr_t)1 << HAK_RS_COUNT_SHIFT)
+#define HAK_RS_PTR_MASK    ((HAK_RS_COUNT_ONE - 1) & ~(uintptr_t)(HAK_MIN_ALIGN - 1))
 
 typedef struct hak_remote {
-  _Atomic(uintptr_t) head;  /* hak_block_t* | state */
+  _Atomic(uintptr_t) head;  /* count << 48 | hak_block_t* | state */
   char pad_[HAK_CACHE_LINE - sizeof(uintptr_t)];
 } hak_remote_t;
 

@@ -5,8 +5,9 @@
 
 #include "internal.h"
 
-static inline hak_block_t *rs_ptr(uintptr_t v) { return (hak_block_t *)(v & ~HAK_RS_MASK); }
+static inline hak_block_t *rs_ptr(uintptr_t v) { return (hak_block_t *)(v & HAK_RS_PTR_MASK); }
 static inline uintptr_t rs_state(uintptr_t v) { return v & HAK_RS_MASK; }
+static inline uint32_t rs_count(uintptr_t v) { return (uint32_t)(v >> HAK_RS_COUNT_SHIFT); }
 
 /* Push b (a block of s, validated by the caller, who holds the RCU read lock)
  * from a thread that does not own s. */
@@ -21,8 +22,9 @@ void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
     if (delayed) {
       nv = (old & ~HAK_RS_MASK) | HAK_RS_DELAYED_FREEING;
     } else {
+      if (HAK_UNLIKELY(rs_count(old) >= s->reserved)) hak_fatal("free(): remote list overflow (double free?)", b);
       b->next = rs_ptr(old);
-      nv = (uintptr_t)b | rs_state(old);
+      nv = ((old & ~HAK_RS_PTR_MASK) + HAK_RS_COUNT_ONE) | (uintptr_t)b;  /* count+1, state kept */
     }
     /* release: b's next/key are visible to the owner's acquiring exchange;
      * acquire: for the delayed path, ss->owner as the owner published it
@@ -61,12 +63,16 @@ uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state)
   } while (!atomic_compare_exchange_weak_explicit(head, &old, nv, memory_order_acquire, memory_order_relaxed));
   hak_block_t *list = rs_ptr(old);
   if (list == NULL) return 0;
-  uint32_t n = 1;
-  hak_block_t *tail = list;
-  while (tail->next != NULL) { tail = tail->next; n++; }
-  tail->next = s->free;
-  s->free = list;
+  uint32_t n = rs_count(old);
   if (HAK_UNLIKELY(n > s->used)) hak_fatal("remote free list holds more blocks than the slab handed out", list);
+  if (s->free == NULL) {
+    s->free = list;  /* the refill case: no walk */
+  } else {
+    hak_block_t *tail = list;
+    while (tail->next != NULL) tail = tail->next;
+    tail->next = s->free;
+    s->free = list;
+  }
   s->used -= n;
   return n;
 }
