@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 
-scripts/install-deps.sh --all
+scripts/install-deps.sh
 
 start=$(date +%s)
 echo "== build (Release)"
