@@ -32,20 +32,35 @@ hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&all_heaps, memory
 
 /* ------------------------------------------------------------ partial lists */
 
+/* Per class a circular doubly linked list, oldest first.  A slab joins at
+ * the tail when it gets room back and refills take the head: the slab that
+ * has had the longest time to collect frees is used first, so a refill gets
+ * many blocks rather than the one that was just freed (LIFO here would cycle
+ * a slab with one free block through full and back on every malloc). */
 static void partial_push(hak_heap_t *h, hak_slab_t *s)
 {
+  hak_slab_t *head = h->partial[s->cls];
   s->state = HAK_SLAB_PARTIAL;
-  s->prev = NULL;
-  s->next = h->partial[s->cls];
-  if (s->next) s->next->prev = s;
-  h->partial[s->cls] = s;
+  if (head == NULL) {
+    s->prev = s->next = s;
+    h->partial[s->cls] = s;
+    return;
+  }
+  s->next = head;
+  s->prev = head->prev;
+  head->prev->next = s;
+  head->prev = s;
 }
 
 static void partial_remove(hak_heap_t *h, hak_slab_t *s)
 {
-  if (s->prev) s->prev->next = s->next;
-  else h->partial[s->cls] = s->next;
-  if (s->next) s->next->prev = s->prev;
+  if (s->next == s) {
+    h->partial[s->cls] = NULL;
+  } else {
+    s->prev->next = s->next;
+    s->next->prev = s->prev;
+    if (h->partial[s->cls] == s) h->partial[s->cls] = s->next;
+  }
   s->prev = s->next = NULL;
 }
 

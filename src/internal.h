@@ -138,7 +138,7 @@ typedef struct hak_slab {
   uint32_t block_size;          /* 0 while the slab is unused */
   uint64_t inv;                 /* ceil(2^40 / block_size): block-start check */
   uint8_t *start;               /* first block */
-  struct hak_slab *prev, *next; /* the owner heap's partial list of the class */
+  struct hak_slab *prev, *next; /* the owner heap's partial list of the class (circular) */
   uint8_t cls;
   uint8_t state;                /* HAK_SLAB_* */
   uint8_t span;                 /* units */
@@ -300,7 +300,7 @@ struct hak_heap {
   hak_slab_t *cur[HAK_NUM_CLASSES];        /* fast path: slab being allocated from */
   uintptr_t tag;                            /* registry tag of SuperSlabs it owns */
   int state;                                /* HAK_HEAP_* */
-  hak_slab_t *partial[HAK_NUM_CLASSES];     /* slabs with room, doubly linked */
+  hak_slab_t *partial[HAK_NUM_CLASSES];     /* slabs with room: circular, oldest first */
   hak_superslab_t *ss_list, *ss_tail;       /* SuperSlabs owned: with room first */
   uint32_t ss_count, empty_ss;              /* owned; of which fully empty */
   uint32_t dirty_units;                     /* free units maybe committed */
