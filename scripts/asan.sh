@@ -25,75 +25,39 @@ set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${ASAN_BUILD_DIR:-$repo/build-asan}
 logdir=${ASAN_LOG_DIR:-$build/asan-logs}
-jobs=${JOBS:-2}
-secs=${HAKMEM_STRESS_SECONDS:-3}
-
-die() { echo "asan.sh: $*" >&2; exit 2; }
+san=asan
+san_script=asan.sh
+san_flags=-fsanitize=address,undefined
+san_cmake_option=HAKMEM_ASAN
+san_build_kind="an ASan"
+san_build_var=ASAN_BUILD_DIR
+san_no_compiler="no compiler with working -fsanitize=address,undefined"
+san_hint="gcc needs libasan8 and libubsan1 (pulled in by gcc-12), clang needs libclang-rt-14-dev"
+source "$repo/scripts/sanitizer_suite.sh"
 
 # --- a compiler whose ASan + UBSan work here --------------------------------
-probe_dir=$(mktemp -d)
-trap 'rm -rf "$probe_dir"' EXIT
+san_probe_dir
 cat > "$probe_dir/t.c" <<'EOF'
 #include <stdlib.h>
 int main(void) { char *volatile p = malloc(16); p[3] = 1; int r = p[3] != 1; free(p); return r; }
 EOF
-asan_works() { "$1" -fsanitize=address,undefined -g -O1 "$probe_dir/t.c" -o "$probe_dir/t" \
-                 >/dev/null 2>&1 && ASAN_OPTIONS=detect_leaks=0 "$probe_dir/t" >/dev/null 2>&1; }
-
-cmake_cc=()
-if [[ -f "$build/CMakeCache.txt" ]]; then
-  cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
-  asan_works "$cc" || die "$build was configured with $cc, whose -fsanitize=address,undefined does not work; remove $build"
-  grep -q '^HAKMEM_ASAN:BOOL=ON' "$build/CMakeCache.txt" ||
-    die "$build exists and is not an ASan build; remove it or set ASAN_BUILD_DIR"
-else
-  if [[ -n "${CC:-}" ]]; then candidates=("$CC"); else candidates=(gcc clang); fi
-  cc=
-  for c in "${candidates[@]}"; do
-    if command -v "$c" >/dev/null && asan_works "$c"; then cc=$c; break; fi
-  done
-  [[ -n "$cc" ]] || die "no compiler with working -fsanitize=address,undefined among: ${candidates[*]}
-  gcc needs libasan8 and libubsan1 (pulled in by gcc-12), clang needs libclang-rt-14-dev"
-  case "$cc" in
-    *clang*) cxx=${CXX:-${cc/clang/clang++}} ;;
-    *gcc*)   cxx=${CXX:-${cc/gcc/g++}} ;;
-    *)       cxx=${CXX:-c++} ;;
-  esac
-  cmake_cc=(-DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx")
-fi
-echo "== asan: compiler $($cc --version | head -n1)"
+san_works() { "$1" -fsanitize=address,undefined -g -O1 "$probe_dir/t.c" -o "$probe_dir/t" \
+                >/dev/null 2>&1 && ASAN_OPTIONS=detect_leaks=0 "$probe_dir/t" >/dev/null 2>&1; }
+san_pick_compiler
 
 # --- configure and build ----------------------------------------------------
-echo "== asan: configure $build"
-cmake -S "$repo" -B "$build" "${cmake_cc[@]}" -DHAKMEM_ASAN=ON \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAKMEM_STRESS_SECONDS="$secs" \
-      > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; die "configure failed"; }
-rm -f "$build.configure.log"
-echo "== asan: build"
-cmake --build "$build" -j"$jobs" > "$build/build.log" 2>&1 ||
-  { tail -n 60 "$build/build.log"; die "build failed (full log: $build/build.log)"; }
+san_configure_and_build
 
 # --- run --------------------------------------------------------------------
-rm -rf "$logdir"
-mkdir -p "$logdir"
+san_reset_logdir
 export ASAN_OPTIONS="log_path=$logdir/asan:detect_leaks=1:halt_on_error=1:abort_on_error=0:exitcode=67:check_initialization_order=1:strict_string_checks=1:detect_stack_use_after_return=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="log_path=$logdir/ubsan:print_stacktrace=1:halt_on_error=1:exitcode=68${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export LSAN_OPTIONS="log_path=$logdir/lsan${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 echo "== asan: ctest (ASAN_OPTIONS=$ASAN_OPTIONS)"
-start=$(date +%s)
-ctest --test-dir "$build" -V "$@" > "$logdir/ctest.log" 2>&1
-ctest_rc=$?
-elapsed=$(( $(date +%s) - start ))
+san_run_ctest "$@"
 
 # --- summary ----------------------------------------------------------------
-grep -E '^ *[0-9]+/[0-9]+ Test +#' "$logdir/ctest.log" | sed 's/^/   /'
-tests_line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$logdir/ctest.log" | tail -n1)
-ran=$(sed -nE 's/.* out of ([0-9]+).*/\1/p' <<<"$tests_line")
-failed=$(sed -nE 's/.* ([0-9]+) tests failed out of.*/\1/p' <<<"$tests_line")
-stress_lines=$(grep -E '^[0-9]+: stress_[a-z_]+: threads=.* ops=[0-9]+ ' "$logdir/ctest.log")
-stress_n=0
-[[ -n "$stress_lines" ]] && stress_n=$(grep -c . <<<"$stress_lines")
-ops_total=$(grep -oE ' ops=[0-9]+' <<<"$stress_lines" | awk -F= '{s += $2} END {print s + 0}')
+san_collect_results
 # Reports land in the log_path files, except UBSan's non-recoverable ones
 # (-fno-sanitize-recover), which go to stderr: captured in ctest.log.
 shopt -s nullglob
@@ -104,11 +68,7 @@ lsan_n=$(count 'ERROR: LeakSanitizer')
 ubsan_n=$(count 'runtime error:|ERROR: UndefinedBehaviorSanitizer')
 reports=$(( asan_n + lsan_n + ubsan_n ))
 
-echo "== asan summary"
-echo "   tests run:        ${ran:-0} (failed: ${failed:-?}) in ${elapsed} s"
-echo "   stress programs:  $stress_n, operations: $ops_total"
-grep -oE '^[0-9]+: (stress_[a-z_]+): threads=[0-9]+ .* ops=[0-9]+' <<<"$stress_lines" |
-  sed -E 's/^[0-9]+: (stress_[a-z_]+): threads=([0-9]+) .* ops=([0-9]+)/     \1 threads=\2 ops=\3/'
+san_print_summary_head
 echo "   reports:          $asan_n AddressSanitizer, $lsan_n LeakSanitizer, $ubsan_n UBSan"
 if (( reports > 0 )); then
   pat='ERROR: (Address|Leak|UndefinedBehavior)Sanitizer|runtime error:'
@@ -121,9 +81,4 @@ if (( reports > 0 )); then
 fi
 echo "   logs:             $logdir (ctest.log, asan.<pid>, ubsan.<pid>)"
 
-if (( ctest_rc != 0 || reports > 0 )) || [[ -z "$tests_line" ]]; then
-  echo "== asan: FAIL"
-  exit 1
-fi
-echo "== asan: PASS"
-exit 0
+san_finish "$reports"

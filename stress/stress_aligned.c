@@ -22,33 +22,22 @@ typedef struct {
 } config;
 
 static config cfg = {
-    .c = {.seconds = 3, .threads = 4, .large_pm = 10, .max_large_kib = 4096,
-          .max_mapped_mib = 4096, .mapped_per_live = 4},
+    .c = ST_COMMON_DEFAULTS(10, 4096),
     .max_align_kib = 2048,
     .keep = 64,
 };
 
 typedef struct {
-    unsigned id;
-    pthread_t th;
-    uint64_t ops, allocs, frees, cross_frees, sent, by_api[5], big_align;
+    st_worker base; /* id, thread, ops, allocs, frees, cross_frees */
+    uint64_t sent, by_api[5], big_align;
 } worker;
 
 static st_ring *rings; /* rings[from * T + to] */
-static _Atomic int producers_done;
-static pthread_barrier_t start_barrier;
-static double deadline;
+static st_team team;
 static size_t page_size;
 
 static const char *api_name[5] = {"hak_posix_memalign", "hak_aligned_alloc", "hak_memalign",
                                   "hak_valloc", "hak_pvalloc"};
-
-static void check_align(const st_block *b, const char *where)
-{
-    if ((uintptr_t)b->p % b->align)
-        st_die("%s: block %p (size %zu) %s is not aligned to %zu", prog, b->p, b->size, where,
-               b->align);
-}
 
 static void alloc_aligned(worker *w, st_block *b, st_rng *r, uint64_t tag)
 {
@@ -105,23 +94,19 @@ static void alloc_aligned(worker *w, st_block *b, st_rng *r, uint64_t tag)
     b->align = align;
     b->tag = tag;
     b->hops = 0;
-    b->owner = (uint16_t)w->id;
+    b->owner = (uint16_t)w->base.id;
     st_fill(b);
     w->by_api[api]++;
-    w->allocs++;
-    w->ops++;
+    w->base.allocs++;
+    w->base.ops++;
     if (align >= 64 * ST_KIB)
         w->big_align++;
 }
 
+/* Check alignment and pattern, then free (st_worker_free checks both). */
 static void free_block(worker *w, st_block *b, st_rng *r, const char *where)
 {
-    check_align(b, where);
-    st_check_free(prog, where, b, r);
-    w->frees++;
-    w->ops++;
-    if (b->owner != w->id)
-        w->cross_frees++;
+    st_worker_free(prog, &w->base, b, r, where);
 }
 
 static unsigned drain(worker *w, st_rng *r)
@@ -129,11 +114,18 @@ static unsigned drain(worker *w, st_rng *r)
     unsigned T = (unsigned)cfg.c.threads, taken = 0;
     st_block b;
     for (unsigned from = 0; from < T; from++)
-        for (int n = 0; n < ST_RING_CAP && st_ring_pop(&rings[(size_t)from * T + w->id], &b); n++) {
+        for (int n = 0; n < ST_RING_CAP && st_ring_pop(&rings[(size_t)from * T + w->base.id], &b); n++) {
             free_block(w, &b, r, "(freed by receiver)");
             taken++;
         }
     return taken;
+}
+
+/* drain() for st_team_drain_to_end. */
+static unsigned drain_final(st_worker *w, st_rng *r, void *unused)
+{
+    (void)unused;
+    return drain((worker *)w, r);
 }
 
 static void *thread_main(void *arg)
@@ -142,47 +134,34 @@ static void *thread_main(void *arg)
     unsigned T = (unsigned)cfg.c.threads;
     st_rng r;
     uint64_t tagc = 0;
-    st_rng_init(&r, cfg.c.seed, w->id);
+    st_rng_init(&r, cfg.c.seed, w->base.id);
     st_block *keep = st_xcalloc((size_t)cfg.keep, sizeof *keep);
     st_block b;
 
-    pthread_barrier_wait(&start_barrier);
+    st_team_wait_start(&team);
     for (uint64_t it = 0;; it++) {
         if ((it & 15) == 0) {
-            if (st_now() >= deadline || st_has_failed())
+            if (st_team_time_up(&team))
                 break;
-            if (w->id == 0 && (it & 1023) == 0)
+            if (w->base.id == 0 && (it & 1023) == 0)
                 st_check_mapped(prog, &cfg.c);
         }
-        alloc_aligned(w, &b, &r, st_new_tag(&tagc, w->id));
+        alloc_aligned(w, &b, &r, st_new_tag(&tagc, w->base.id));
         if (T > 1 && st_rng_below(&r, 4) != 0) {
             unsigned to = (unsigned)st_rng_below(&r, T - 1);
-            if (to >= w->id)
+            if (to >= w->base.id)
                 to++;
             w->sent++;
-            if (!st_ring_push(&rings[(size_t)w->id * T + to], &b))
+            if (!st_ring_push(&rings[(size_t)w->base.id * T + to], &b))
                 free_block(w, &b, &r, "(freed by sender, ring full)");
         } else {
-            st_block *slot = &keep[st_rng_below(&r, (uint64_t)cfg.keep)];
-            if (slot->p)
-                free_block(w, slot, &r, "(replaced in keep set)");
-            *slot = b;
+            st_keep_put(prog, &w->base, keep, cfg.keep, &b, &r);
         }
         if ((it & 3) == 0)
             drain(w, &r);
     }
-    atomic_fetch_add_explicit(&producers_done, 1, memory_order_release);
-    for (;;) {
-        bool all = atomic_load_explicit(&producers_done, memory_order_acquire) == cfg.c.threads;
-        if (drain(w, &r) == 0 && !all)
-            st_idle();
-        if (all)
-            break;
-    }
-    for (int i = 0; i < cfg.keep; i++)
-        if (keep[i].p)
-            free_block(w, &keep[i], &r, "(final free of keep set)");
-    free(keep);
+    st_team_drain_to_end(&team, drain_final, &w->base, &r, NULL);
+    st_keep_release(prog, &w->base, keep, cfg.keep, &r);
     return NULL;
 }
 
@@ -192,52 +171,34 @@ int main(int argc, char **argv)
         {"max-align-kib", ST_OPT_INT, &cfg.max_align_kib, "largest alignment in KiB (power of 2)"},
         {"keep", ST_OPT_INT, &cfg.keep, "private blocks per thread"},
     };
-    st_parse_args(argc, argv, prog, &cfg.c, extra, 2);
+    st_parse_args(argc, argv, prog, &cfg.c, extra, ST_COUNT(extra));
     if (cfg.keep < 1) cfg.keep = 1;
     if (cfg.max_align_kib < 1) cfg.max_align_kib = 1;
     page_size = (size_t)sysconf(_SC_PAGESIZE);
     unsigned T = (unsigned)cfg.c.threads;
     rings = st_xcalloc((size_t)T * T, sizeof *rings);
     worker *w = st_xcalloc(T, sizeof *w);
-    pthread_barrier_init(&start_barrier, NULL, T + 1);
 
     hak_stats_t s0, s1;
-    st_accounting_begin(&s0);
+    st_worker sum;
+    double secs = st_team_run(&team, cfg.c.threads, w, sizeof *w, thread_main, cfg.c.seconds,
+                              &s0, &sum);
+    uint64_t by_api[5] = {0}, big = 0;
     for (unsigned i = 0; i < T; i++) {
-        w[i].id = i;
-        st_thread_create(&w[i].th, thread_main, &w[i]);
-    }
-    double t0 = st_now();
-    deadline = t0 + cfg.c.seconds;
-    pthread_barrier_wait(&start_barrier);
-    uint64_t ops = 0, allocs = 0, frees = 0, cross = 0, by_api[5] = {0}, big = 0;
-    for (unsigned i = 0; i < T; i++) {
-        pthread_join(w[i].th, NULL);
-        ops += w[i].ops;
-        allocs += w[i].allocs;
-        frees += w[i].frees;
-        cross += w[i].cross_frees;
         big += w[i].big_align;
         for (int k = 0; k < 5; k++)
             by_api[k] += w[i].by_api[k];
     }
-    double secs = st_now() - t0;
-    if (allocs != frees)
-        st_fail("the test itself lost track of blocks: %" PRIu64 " allocated, %" PRIu64
-                " freed", allocs, frees);
+    st_check_test_balance(sum.allocs, sum.frees);
     st_check_accounting(prog, &s0, &s1);
-    if (s1.allocs - s0.allocs < allocs)
-        st_fail("hakmem counted %" PRIu64 " allocs, the test made %" PRIu64,
-                s1.allocs - s0.allocs, allocs);
+    st_check_counted_allocs(&s0, &s1, sum.allocs, "");
 
-    char extra_s[256];
-    snprintf(extra_s, sizeof extra_s,
-             "allocs=%" PRIu64 " cross_thread_frees=%" PRIu64 " align_ge_64k=%" PRIu64
-             " posix_memalign=%" PRIu64 " aligned_alloc=%" PRIu64 " memalign=%" PRIu64
-             " valloc=%" PRIu64 " pvalloc=%" PRIu64,
-             allocs, cross, big, by_api[0], by_api[1], by_api[2], by_api[3], by_api[4]);
     free(rings);
     free(w);
-    pthread_barrier_destroy(&start_barrier);
-    return st_finish(prog, &cfg.c, secs, ops, extra_s);
+    return st_finishf(prog, &cfg.c, secs, sum.ops,
+                      "allocs=%" PRIu64 " cross_thread_frees=%" PRIu64 " align_ge_64k=%" PRIu64
+                      " posix_memalign=%" PRIu64 " aligned_alloc=%" PRIu64 " memalign=%" PRIu64
+                      " valloc=%" PRIu64 " pvalloc=%" PRIu64,
+                      sum.allocs, sum.cross_frees, big, by_api[0], by_api[1], by_api[2],
+                      by_api[3], by_api[4]);
 }

@@ -21,6 +21,10 @@
  *     specific options), timing, the stats snapshot and the final accounting
  *     check, and a memory ceiling so a leaking allocator fails fast instead of
  *     taking the machine down.
+ *   - the end-of-run checks and the result line (st_finishf);
+ *   - st_team / st_worker: the worker threads of the ring-based programs
+ *     (started together, stopped at a deadline, drained to the end, joined
+ *     and their counters added up) and their private keep sets.
  *
  * Every report of a failure starts with "FAIL" and the program exits non-zero.
  */
@@ -70,17 +74,24 @@ static inline bool st_has_failed(void)
     return atomic_load_explicit(&st_failed, memory_order_relaxed) != 0;
 }
 
+/* Print "FAIL: <message>" to stderr and mark the run failed: the one
+ * reporting path behind st_fail and st_die. */
+static void st_vreport(const char *fmt, va_list ap)
+{
+    char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    fprintf(stderr, "FAIL: %s\n", buf);
+    atomic_store_explicit(&st_failed, 1, memory_order_relaxed);
+}
+
 /* Report a failure and let the program run to its end (it exits non-zero). */
 static void st_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void st_fail(const char *fmt, ...)
 {
-    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    st_vreport(fmt, ap);
     va_end(ap);
-    fprintf(stderr, "FAIL: %s\n", buf);
-    atomic_store_explicit(&st_failed, 1, memory_order_relaxed);
 }
 
 /* Report a failure that makes the heap untrustworthy (a corrupted block) and
@@ -88,12 +99,10 @@ static void st_fail(const char *fmt, ...)
 static void st_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void st_die(const char *fmt, ...)
 {
-    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    st_vreport(fmt, ap);
     va_end(ap);
-    fprintf(stderr, "FAIL: %s\n", buf);
     fflush(stderr);
     fflush(stdout);
     _exit(2);
@@ -455,6 +464,16 @@ typedef struct {
     int mapped_per_live;
 } st_common;
 
+/* The st_common defaults every program shares (3 s, 4 threads, a 4 GiB
+ * absolute ceiling, mapped <= slack + 4 x live); the programs differ only in
+ * their large-block mix. */
+#define ST_COMMON_DEFAULTS(large_permille, max_large_kibibytes)                                  \
+    {.seconds = 3, .threads = 4, .large_pm = (large_permille),                                 \
+     .max_large_kib = (max_large_kibibytes), .max_mapped_mib = 4096, .mapped_per_live = 4}
+
+/* Number of elements of an array (for the program-specific option tables). */
+#define ST_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
 static void st_usage(const char *prog, const st_opt *opts, int n)
 {
     fprintf(stderr, "usage: %s [options]\n", prog);
@@ -694,6 +713,41 @@ static int st_finish(const char *prog, const st_common *c, double secs, uint64_t
     return failed ? 1 : 0;
 }
 
+/* st_finish with the program-specific counters given printf-style (formatted
+ * into the same 256-byte buffer every program used). */
+static inline int st_finishf(const char *prog, const st_common *c, double secs, uint64_t ops,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static inline int st_finishf(const char *prog, const st_common *c, double secs, uint64_t ops,
+                      const char *fmt, ...)
+{
+    char extra[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(extra, sizeof extra, fmt, ap);
+    va_end(ap);
+    return st_finish(prog, c, secs, ops, extra);
+}
+
+/* End-of-run check: the program's own count of blocks allocated and freed
+ * must agree (else the test, not hakmem, lost a block). */
+static inline void st_check_test_balance(uint64_t allocs, uint64_t frees)
+{
+    if (allocs != frees)
+        st_fail("the test itself lost track of blocks: %" PRIu64 " allocated, %" PRIu64
+                " freed", allocs, frees);
+}
+
+/* End-of-run check: hakmem counted at least the `allocs` allocations the test
+ * made between the snapshots s0 and s1 (`made` words the message: "" or
+ * "at least "). */
+static inline void st_check_counted_allocs(const hak_stats_t *s0, const hak_stats_t *s1,
+                                    uint64_t allocs, const char *made)
+{
+    if (s1->allocs - s0->allocs < allocs)
+        st_fail("hakmem counted %" PRIu64 " allocs, the test made %s%" PRIu64,
+                s1->allocs - s0->allocs, made, allocs);
+}
+
 /* Nothing to do until another thread moves: give it the CPU (the suites run
  * more threads than cores).  Only a courtesy: correctness never depends on
  * it, every wait is a loop on an acquire load. */
@@ -717,6 +771,149 @@ static inline void *st_xcalloc(size_t n, size_t size)
     if (!p)
         st_die("out of memory for bookkeeping (%zu x %zu)", n, size);
     return p;
+}
+
+/* ------------------------------------------------------------ worker teams */
+
+/* The part of a worker-thread record that the ring-based programs
+ * (prodcons, realloc, aligned) share; each program's own worker type has it
+ * as its first member, `base`, so a worker pointer is also an st_worker
+ * pointer. */
+typedef struct {
+    unsigned id;
+    pthread_t th;
+    uint64_t ops, allocs, frees, cross_frees;
+} st_worker;
+
+/* Worker threads that start together (a barrier releases them once the clock
+ * has started), run until a shared deadline, then drain what the others sent
+ * them until every one has stopped producing. */
+typedef struct {
+    int n;                       /* worker threads */
+    pthread_barrier_t start;     /* the n workers + main */
+    _Atomic int producers_done;  /* workers that stopped producing */
+    double t0, deadline;         /* start of the timed phase, its end */
+} st_team;
+
+/* Create one thread running fn per worker record (`workers`: n records of
+ * worker_size bytes, each starting with an st_worker, numbered 0..n-1 here),
+ * start the clock and release them together. */
+static inline void st_team_start(st_team *t, int n, void *workers, size_t worker_size,
+                          void *(*fn)(void *), double seconds)
+{
+    t->n = n;
+    atomic_store(&t->producers_done, 0);
+    pthread_barrier_init(&t->start, NULL, (unsigned)n + 1);
+    for (int i = 0; i < n; i++) {
+        st_worker *w = (st_worker *)((char *)workers + (size_t)i * worker_size);
+        w->id = (unsigned)i;
+        st_thread_create(&w->th, fn, w);
+    }
+    t->t0 = st_now();
+    t->deadline = t->t0 + seconds;
+    pthread_barrier_wait(&t->start);
+}
+
+/* In a worker, before its first operation: wait for the start. */
+static inline void st_team_wait_start(st_team *t)
+{
+    pthread_barrier_wait(&t->start);
+}
+
+/* In a worker: the timed phase is over (deadline passed, or a failure). */
+static inline bool st_team_time_up(const st_team *t)
+{
+    return st_now() >= t->deadline || st_has_failed();
+}
+
+/* A worker's drain step: take what other workers sent, return how many. */
+typedef unsigned (*st_drain_fn)(st_worker *w, st_rng *r, void *extra);
+
+/* In a worker, after its timed phase: stop producing, announce it, and drain
+ * until every worker has announced and nothing is left.  A producer's pushes
+ * happen-before its release increment, and the last increment is seen by our
+ * acquire load, so one drain after seeing all producers done takes everything
+ * that was ever sent to us. */
+static inline void st_team_drain_to_end(st_team *t, st_drain_fn drain, st_worker *w, st_rng *r,
+                                 void *extra)
+{
+    atomic_fetch_add_explicit(&t->producers_done, 1, memory_order_release);
+    for (;;) {
+        bool all = atomic_load_explicit(&t->producers_done, memory_order_acquire) == t->n;
+        if (drain(w, r, extra) == 0 && !all)
+            st_idle();
+        if (all)
+            break;
+    }
+}
+
+/* In main: join every worker, add up their common counters into *sum and
+ * return the run time since the start (the program adds up its own counters
+ * afterwards). */
+static inline double st_team_join(st_team *t, void *workers, size_t worker_size, st_worker *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    for (int i = 0; i < t->n; i++) {
+        st_worker *w = (st_worker *)((char *)workers + (size_t)i * worker_size);
+        pthread_join(w->th, NULL);
+        sum->ops += w->ops;
+        sum->allocs += w->allocs;
+        sum->frees += w->frees;
+        sum->cross_frees += w->cross_frees;
+    }
+    double secs = st_now() - t->t0;
+    pthread_barrier_destroy(&t->start);
+    return secs;
+}
+
+/* In main: the whole accounted run of a team.  Takes the ballast and the
+ * first snapshot (*s0), starts the n workers, joins them and adds up their
+ * common counters (st_team_join); returns the run time. */
+static inline double st_team_run(st_team *t, int n, void *workers, size_t worker_size,
+                                 void *(*fn)(void *), double seconds, hak_stats_t *s0,
+                                 st_worker *sum)
+{
+    st_accounting_begin(s0);
+    st_team_start(t, n, workers, worker_size, fn, seconds);
+    return st_team_join(t, workers, worker_size, sum);
+}
+
+/* Check and free a block on behalf of worker w, counting the free (and the
+ * cross-thread free, when w did not allocate the block).  A block allocated
+ * with an explicit alignment (align != 0) must still have it. */
+static inline void st_worker_free(const char *prog, st_worker *w, st_block *b, st_rng *r,
+                                  const char *where)
+{
+    if (b->align && (uintptr_t)b->p % b->align)
+        st_die("%s: block %p (size %zu) %s is not aligned to %zu", prog, b->p, b->size, where,
+               b->align);
+    st_check_free(prog, where, b, r);
+    w->frees++;
+    w->ops++;
+    if (b->owner != w->id)
+        w->cross_frees++;
+}
+
+/* A worker's private keep set: n slots of blocks that stay live a while.
+ * Put b in a random slot, first freeing the block it replaces. */
+static inline void st_keep_put(const char *prog, st_worker *w, st_block *keep, int n,
+                               const st_block *b, st_rng *r)
+{
+    st_block *slot = &keep[st_rng_below(r, (uint64_t)n)];
+    if (slot->p)
+        st_worker_free(prog, w, slot, r, "(replaced in keep set)");
+    *slot = *b;
+}
+
+/* At the end of a worker: free every block left in its keep set, then the
+ * set itself. */
+static inline void st_keep_release(const char *prog, st_worker *w, st_block *keep, int n,
+                                   st_rng *r)
+{
+    for (int i = 0; i < n; i++)
+        if (keep[i].p)
+            st_worker_free(prog, w, &keep[i], r, "(final free of keep set)");
+    free(keep);
 }
 
 #endif /* HAKMEM_STRESS_COMMON_H */

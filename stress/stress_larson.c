@@ -27,8 +27,7 @@ typedef struct {
 } config;
 
 static config cfg = {
-    .c = {.seconds = 3, .threads = 4, .large_pm = 1, .max_large_kib = 2048,
-          .max_mapped_mib = 4096, .mapped_per_live = 4},
+    .c = ST_COMMON_DEFAULTS(1, 2048),
     .blocks = 500,
     .iters = 4000,
     .realloc_pm = 125,
@@ -148,7 +147,7 @@ int main(int argc, char **argv)
         {"iters", ST_OPT_INT, &cfg.iters, "iterations per thread before it hands over"},
         {"realloc-permille", ST_OPT_INT, &cfg.realloc_pm, "iterations that realloc"},
     };
-    st_parse_args(argc, argv, prog, &cfg.c, extra, 3);
+    st_parse_args(argc, argv, prog, &cfg.c, extra, ST_COUNT(extra));
     if (cfg.blocks < 1) cfg.blocks = 1;
     unsigned T = (unsigned)cfg.c.threads;
     slots = st_xcalloc(T, sizeof *slots);
@@ -194,21 +193,15 @@ int main(int argc, char **argv)
         large += slots[i].large;
         free(slots[i].arr);
     }
-    if (allocs != frees)
-        st_fail("the test itself lost track of blocks: %" PRIu64 " allocated, %" PRIu64
-                " freed", allocs, frees);
+    st_check_test_balance(allocs, frees);
     st_check_accounting(prog, &s0, &s1);
-    if (s1.allocs - s0.allocs < allocs)
-        st_fail("hakmem counted %" PRIu64 " allocs, the test made at least %" PRIu64,
-                s1.allocs - s0.allocs, allocs);
+    st_check_counted_allocs(&s0, &s1, allocs, "at least ");
     if (gens > 0 && s1.heaps_abandoned == s0.heaps_abandoned)
         st_fail("%" PRIu64 " threads exited holding live blocks, but hakmem counted no "
                 "abandoned heap", gens);
 
-    char extra_s[256];
-    snprintf(extra_s, sizeof extra_s,
-             "threads_spawned=%" PRIu64 " allocs=%" PRIu64 " reallocs=%" PRIu64
-             " large=%" PRIu64, gens, allocs, reallocs, large);
     free(slots);
-    return st_finish(prog, &cfg.c, secs, ops, extra_s);
+    return st_finishf(prog, &cfg.c, secs, ops,
+                      "threads_spawned=%" PRIu64 " allocs=%" PRIu64 " reallocs=%" PRIu64
+                      " large=%" PRIu64, gens, allocs, reallocs, large);
 }

@@ -28,22 +28,18 @@ typedef struct {
 } config;
 
 typedef struct {
-    unsigned id;
-    pthread_t th;
-    uint64_t ops, allocs, frees, cross_frees, sent, forwarded, ring_full, large;
+    st_worker base; /* id, thread, ops, allocs, frees, cross_frees */
+    uint64_t sent, forwarded, ring_full, large;
 } worker;
 
 static config cfg = {
-    .c = {.seconds = 3, .threads = 4, .large_pm = 1, .max_large_kib = 4096,
-          .max_mapped_mib = 4096, .mapped_per_live = 4},
+    .c = ST_COMMON_DEFAULTS(1, 4096),
     .keep = 256,
     .send_pm = 600,
     .forward_pm = 150,
 };
 static st_ring *rings;          /* rings[from * T + to] */
-static _Atomic int producers_done;
-static pthread_barrier_t start_barrier;
-static double deadline;
+static st_team team;
 
 static inline st_ring *ring(unsigned from, unsigned to)
 {
@@ -52,11 +48,7 @@ static inline st_ring *ring(unsigned from, unsigned to)
 
 static void free_block(worker *w, st_block *b, st_rng *r, const char *where)
 {
-    st_check_free(prog, where, b, r);
-    w->frees++;
-    w->ops++;
-    if (b->owner != w->id)
-        w->cross_frees++;
+    st_worker_free(prog, &w->base, b, r, where);
 }
 
 static unsigned drain(worker *w, st_block *keep, st_rng *r, bool producing);
@@ -69,13 +61,13 @@ static void send_or_free(worker *w, st_block *b, st_rng *r, unsigned not_to)
         unsigned to;
         do
             to = (unsigned)st_rng_below(r, T);
-        while (to == w->id || (to == not_to && T > 2));
+        while (to == w->base.id || (to == not_to && T > 2));
         b->hops++;
         /* A full ring: take what others sent us (so two threads sending to
          * each other cannot wait on each other), let the receiver run, and
          * try again a few times before freeing the block here. */
         for (int attempt = 0; attempt < 4; attempt++) {
-            if (st_ring_push(ring(w->id, to), b))
+            if (st_ring_push(ring(w->base.id, to), b))
                 return;
             if (drain(w, NULL, r, false) == 0) /* frees only: keep set unused */
                 st_idle();
@@ -93,10 +85,10 @@ static unsigned drain(worker *w, st_block *keep, st_rng *r, bool producing)
     unsigned T = (unsigned)cfg.c.threads, taken = 0;
     st_block b;
     for (unsigned from = 0; from < T; from++) {
-        if (from == w->id)
+        if (from == w->base.id)
             continue;
         int n = 0;
-        while (n++ < ST_RING_CAP && st_ring_pop(ring(from, w->id), &b)) {
+        while (n++ < ST_RING_CAP && st_ring_pop(ring(from, w->base.id), &b)) {
             taken++;
             st_check(prog, "on receipt", &b);
             if (producing && b.hops < 2 && st_rng_permille(r, (unsigned)cfg.forward_pm)) {
@@ -104,10 +96,7 @@ static unsigned drain(worker *w, st_block *keep, st_rng *r, bool producing)
                 w->forwarded++;
             } else if (producing && st_rng_below(r, 8) == 0) {
                 /* keep it for a while: freed later, after more traffic */
-                st_block *slot = &keep[st_rng_below(r, (uint64_t)cfg.keep)];
-                if (slot->p)
-                    free_block(w, slot, r, "(replaced in keep set)");
-                *slot = b;
+                st_keep_put(prog, &w->base, keep, cfg.keep, &b, r);
             } else {
                 free_block(w, &b, r, "(freed by receiver)");
             }
@@ -116,59 +105,50 @@ static unsigned drain(worker *w, st_block *keep, st_rng *r, bool producing)
     return taken;
 }
 
+/* drain() for st_team_drain_to_end: frees only, the keep set is unused. */
+static unsigned drain_final(st_worker *w, st_rng *r, void *unused)
+{
+    (void)unused;
+    return drain((worker *)w, NULL, r, false);
+}
+
 static void *thread_main(void *arg)
 {
     worker *w = arg;
     st_rng r;
     uint64_t tagc = 0;
-    st_rng_init(&r, cfg.c.seed, w->id);
+    st_rng_init(&r, cfg.c.seed, w->base.id);
     st_block *keep = st_xcalloc((size_t)cfg.keep, sizeof *keep);
     size_t max_large = st_max_large(&cfg.c);
 
-    pthread_barrier_wait(&start_barrier);
+    st_team_wait_start(&team);
     for (uint64_t it = 0;; it++) {
         if ((it & 63) == 0) {
-            if (st_now() >= deadline || st_has_failed())
+            if (st_team_time_up(&team))
                 break;
-            if (w->id == 0 && (it & 4095) == 0)
+            if (w->base.id == 0 && (it & 4095) == 0)
                 st_check_mapped(prog, &cfg.c);
         }
         st_block b;
         size_t size = st_random_size(&r, (unsigned)cfg.c.large_pm, max_large);
-        st_alloc_fill(prog, &b, size, st_new_tag(&tagc, w->id), w->id, &r);
-        w->allocs++;
-        w->ops++;
+        st_alloc_fill(prog, &b, size, st_new_tag(&tagc, w->base.id), w->base.id, &r);
+        w->base.allocs++;
+        w->base.ops++;
         if (size > ST_MAX_SMALL)
             w->large++;
         if (st_rng_permille(&r, (unsigned)cfg.send_pm)) {
             w->sent++;
-            send_or_free(w, &b, &r, w->id);
+            send_or_free(w, &b, &r, w->base.id);
         } else {
-            st_block *slot = &keep[st_rng_below(&r, (uint64_t)cfg.keep)];
-            if (slot->p)
-                free_block(w, slot, &r, "(replaced in keep set)");
-            *slot = b;
+            st_keep_put(prog, &w->base, keep, cfg.keep, &b, &r);
         }
         if ((it & 7) == 0)
             drain(w, keep, &r, true);
     }
 
-    /* Stop producing; drain until every producer stopped and rings are empty.
-     * A producer's pushes happen-before its release increment, and the last
-     * increment is seen by our acquire load, so one drain after seeing all
-     * producers done takes everything that was ever sent to us. */
-    atomic_fetch_add_explicit(&producers_done, 1, memory_order_release);
-    for (;;) {
-        bool all = atomic_load_explicit(&producers_done, memory_order_acquire) == cfg.c.threads;
-        if (drain(w, keep, &r, false) == 0 && !all)
-            st_idle();
-        if (all)
-            break;
-    }
-    for (int i = 0; i < cfg.keep; i++)
-        if (keep[i].p)
-            free_block(w, &keep[i], &r, "(final free of keep set)");
-    free(keep);
+    /* Stop producing; drain until every producer stopped and rings are empty. */
+    st_team_drain_to_end(&team, drain_final, &w->base, &r, NULL);
+    st_keep_release(prog, &w->base, keep, cfg.keep, &r);
     return NULL;
 }
 
@@ -179,57 +159,38 @@ int main(int argc, char **argv)
         {"send-permille", ST_OPT_INT, &cfg.send_pm, "allocations sent to another thread"},
         {"forward-permille", ST_OPT_INT, &cfg.forward_pm, "received blocks forwarded again"},
     };
-    st_parse_args(argc, argv, prog, &cfg.c, extra, 3);
+    st_parse_args(argc, argv, prog, &cfg.c, extra, ST_COUNT(extra));
     if (cfg.keep < 1) cfg.keep = 1;
     unsigned T = (unsigned)cfg.c.threads;
     rings = st_xcalloc((size_t)T * T, sizeof *rings);
     worker *w = st_xcalloc(T, sizeof *w);
-    pthread_barrier_init(&start_barrier, NULL, T + 1);
 
     hak_stats_t s0, s1;
-    st_accounting_begin(&s0);
+    st_worker sum;
+    double secs = st_team_run(&team, cfg.c.threads, w, sizeof *w, thread_main, cfg.c.seconds,
+                              &s0, &sum);
+    uint64_t sent = 0, fwd = 0, full = 0, large = 0;
     for (unsigned i = 0; i < T; i++) {
-        w[i].id = i;
-        st_thread_create(&w[i].th, thread_main, &w[i]);
-    }
-    double t0 = st_now();
-    deadline = t0 + cfg.c.seconds;
-    pthread_barrier_wait(&start_barrier);
-    uint64_t ops = 0, allocs = 0, frees = 0, cross = 0, sent = 0, fwd = 0, full = 0, large = 0;
-    for (unsigned i = 0; i < T; i++) {
-        pthread_join(w[i].th, NULL);
-        ops += w[i].ops;
-        allocs += w[i].allocs;
-        frees += w[i].frees;
-        cross += w[i].cross_frees;
         sent += w[i].sent;
         fwd += w[i].forwarded;
         full += w[i].ring_full;
         large += w[i].large;
     }
-    double secs = st_now() - t0;
     for (size_t i = 0; i < (size_t)T * T; i++)
         if (atomic_load(&rings[i].head) != atomic_load(&rings[i].tail))
             st_fail("ring %zu not drained (test bug)", i);
 
-    if (allocs != frees)
-        st_fail("the test itself lost track of blocks: %" PRIu64 " allocated, %" PRIu64
-                " freed", allocs, frees);
+    st_check_test_balance(sum.allocs, sum.frees);
     st_check_accounting(prog, &s0, &s1);
-    if (s1.allocs - s0.allocs < allocs)
-        st_fail("hakmem counted %" PRIu64 " allocs, the test made %" PRIu64,
-                s1.allocs - s0.allocs, allocs);
-    if (T > 1 && cross > 0 && s1.remote_frees == s0.remote_frees)
+    st_check_counted_allocs(&s0, &s1, sum.allocs, "");
+    if (T > 1 && sum.cross_frees > 0 && s1.remote_frees == s0.remote_frees)
         st_fail("%" PRIu64 " blocks were freed by a thread other than their allocator, "
-                "but hakmem counted no remote free", cross);
+                "but hakmem counted no remote free", sum.cross_frees);
 
-    char extra_s[256];
-    snprintf(extra_s, sizeof extra_s,
-             "allocs=%" PRIu64 " cross_thread_frees=%" PRIu64 " sent=%" PRIu64
-             " forwarded=%" PRIu64 " ring_full=%" PRIu64 " large=%" PRIu64,
-             allocs, cross, sent, fwd, full, large);
     free(rings);
     free(w);
-    pthread_barrier_destroy(&start_barrier);
-    return st_finish(prog, &cfg.c, secs, ops, extra_s);
+    return st_finishf(prog, &cfg.c, secs, sum.ops,
+                      "allocs=%" PRIu64 " cross_thread_frees=%" PRIu64 " sent=%" PRIu64
+                      " forwarded=%" PRIu64 " ring_full=%" PRIu64 " large=%" PRIu64,
+                      sum.allocs, sum.cross_frees, sent, fwd, full, large);
 }

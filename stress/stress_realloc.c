@@ -24,22 +24,18 @@ typedef struct {
 } config;
 
 static config cfg = {
-    .c = {.seconds = 3, .threads = 4, .large_pm = 4, .max_large_kib = 2048,
-          .max_mapped_mib = 4096, .mapped_per_live = 4},
+    .c = ST_COMMON_DEFAULTS(4, 2048),
     .chain = 24,
     .inflight = 4,
 };
 
 typedef struct {
-    unsigned id;
-    pthread_t th;
-    uint64_t ops, chains, reallocs, foreign, moved, frees, cross_frees, large, grow, shrink, bytes;
+    st_worker base; /* id, thread, ops, frees, cross_frees (allocs unused) */
+    uint64_t chains, reallocs, foreign, moved, large, grow, shrink, bytes;
 } worker;
 
 static st_ring *rings; /* rings[i]: inbound to thread i */
-static _Atomic int producers_done;
-static pthread_barrier_t start_barrier;
-static double deadline;
+static st_team team;
 
 static size_t next_size(st_rng *r, size_t old)
 {
@@ -86,16 +82,16 @@ static void realloc_step(worker *w, st_block *b, st_rng *r, uint64_t tag)
     if (off != (size_t)-1)
         st_die("%s: %s(%p, %zu -> %zu) = %p by thread %u (block from thread %u) lost the "
                "contents: first bad byte at offset %zu of %zu kept",
-               prog, api, old_p, old_size, ns, q, w->id, b->owner, off, keep);
+               prog, api, old_p, old_size, ns, q, w->base.id, b->owner, off, keep);
     if (ns > old_size)
         w->grow++;
     else if (ns < old_size)
         w->shrink++;
-    if (b->owner != w->id)
+    if (b->owner != w->base.id)
         w->foreign++;     /* realloc of a block another thread allocated */
     if (q != old_p) {
         w->moved++;
-        b->owner = (uint16_t)w->id; /* the new block is this thread's */
+        b->owner = (uint16_t)w->base.id; /* the new block is this thread's */
     }
     if (ns > ST_MAX_SMALL)
         w->large++;
@@ -106,23 +102,35 @@ static void realloc_step(worker *w, st_block *b, st_rng *r, uint64_t tag)
     st_fill(b);
     w->reallocs++;
     w->bytes += ns;
-    w->ops++;
+    w->base.ops++;
 }
 
 static void free_block(worker *w, st_block *b, st_rng *r, const char *where)
 {
-    st_check_free(prog, where, b, r);
-    w->frees++;
-    w->ops++;
-    if (b->owner != w->id)
-        w->cross_frees++;
+    st_worker_free(prog, &w->base, b, r, where);
 }
 
 static void pass_on(worker *w, st_block *b, st_rng *r)
 {
-    unsigned to = (w->id + 1) % (unsigned)cfg.c.threads;
+    unsigned to = (w->base.id + 1) % (unsigned)cfg.c.threads;
     if (!st_ring_push(&rings[to], b))
         free_block(w, b, r, "(freed by sender, ring full)");
+}
+
+/* The end-of-run drain for st_team_drain_to_end: every block still arriving
+ * gets one last realloc and is freed (extra: the worker's tag counter). */
+static unsigned drain_final(st_worker *base, st_rng *r, void *extra)
+{
+    worker *w = (worker *)base;
+    uint64_t *tagc = extra;
+    unsigned taken = 0;
+    st_block b;
+    while (st_ring_pop(&rings[w->base.id], &b)) {
+        realloc_step(w, &b, r, st_new_tag(tagc, w->base.id));
+        free_block(w, &b, r, "(drained at the end)");
+        taken++;
+    }
+    return taken;
 }
 
 static void *thread_main(void *arg)
@@ -130,19 +138,19 @@ static void *thread_main(void *arg)
     worker *w = arg;
     st_rng r;
     uint64_t tagc = 0;
-    st_rng_init(&r, cfg.c.seed, w->id);
+    st_rng_init(&r, cfg.c.seed, w->base.id);
     size_t max_large = st_max_large(&cfg.c);
     st_block b;
 
-    pthread_barrier_wait(&start_barrier);
+    st_team_wait_start(&team);
     for (uint64_t it = 0;; it++) {
-        if ((it & 7) == 0 && (st_now() >= deadline || st_has_failed()))
+        if ((it & 7) == 0 && st_team_time_up(&team))
             break;
-        if (w->id == 0 && (it & 255) == 0)
+        if (w->base.id == 0 && (it & 255) == 0)
             st_check_mapped(prog, &cfg.c);
         unsigned work = 0;
         /* start new chains while the next thread's ring has room */
-        unsigned to = (w->id + 1) % (unsigned)cfg.c.threads;
+        unsigned to = (w->base.id + 1) % (unsigned)cfg.c.threads;
         for (int k = 0; k < cfg.inflight && st_ring_used(&rings[to]) < ST_RING_CAP / 2; k++) {
             size_t size = st_random_size(&r, (unsigned)cfg.c.large_pm, max_large);
             memset(&b, 0, sizeof b);
@@ -154,19 +162,19 @@ static void *thread_main(void *arg)
                 st_check_fresh(prog, "hak_malloc", b.p, size, 0);
             }
             b.size = size;
-            b.tag = st_new_tag(&tagc, w->id);
-            b.owner = (uint16_t)w->id;
+            b.tag = st_new_tag(&tagc, w->base.id);
+            b.owner = (uint16_t)w->base.id;
             b.api = ST_API_MALLOC;
             st_fill(&b);
             w->chains++;
-            w->ops++;
+            w->base.ops++;
             work++;
             pass_on(w, &b, &r);
         }
         /* continue the chains that reached us */
-        for (int n = 0; n < ST_RING_CAP && st_ring_pop(&rings[w->id], &b); n++) {
+        for (int n = 0; n < ST_RING_CAP && st_ring_pop(&rings[w->base.id], &b); n++) {
             work++;
-            realloc_step(w, &b, &r, st_new_tag(&tagc, w->id));
+            realloc_step(w, &b, &r, st_new_tag(&tagc, w->base.id));
             if ((int)b.hops >= cfg.chain)
                 free_block(w, &b, &r, "(end of chain)");
             else
@@ -177,22 +185,8 @@ static void *thread_main(void *arg)
     }
 
     /* Stop starting and passing on; finish what still arrives (one last
-     * realloc each, then free).  See stress_prodcons.c for why this drains
-     * everything. */
-    atomic_fetch_add_explicit(&producers_done, 1, memory_order_release);
-    for (;;) {
-        bool all = atomic_load_explicit(&producers_done, memory_order_acquire) == cfg.c.threads;
-        unsigned taken = 0;
-        while (st_ring_pop(&rings[w->id], &b)) {
-            realloc_step(w, &b, &r, st_new_tag(&tagc, w->id));
-            free_block(w, &b, &r, "(drained at the end)");
-            taken++;
-        }
-        if (all)
-            break;
-        if (taken == 0)
-            st_idle();
-    }
+     * realloc each, then free). */
+    st_team_drain_to_end(&team, drain_final, &w->base, &r, &tagc);
     return NULL;
 }
 
@@ -202,52 +196,39 @@ int main(int argc, char **argv)
         {"chain", ST_OPT_INT, &cfg.chain, "reallocs per chain before the block is freed"},
         {"inflight", ST_OPT_INT, &cfg.inflight, "chains started per round per thread"},
     };
-    st_parse_args(argc, argv, prog, &cfg.c, extra, 2);
+    st_parse_args(argc, argv, prog, &cfg.c, extra, ST_COUNT(extra));
     if (cfg.inflight < 1) cfg.inflight = 1;
     unsigned T = (unsigned)cfg.c.threads;
     rings = st_xcalloc(T, sizeof *rings);
     worker *w = st_xcalloc(T, sizeof *w);
-    pthread_barrier_init(&start_barrier, NULL, T + 1);
 
     hak_stats_t s0, s1;
-    st_accounting_begin(&s0);
+    st_worker sum;
+    double secs = st_team_run(&team, cfg.c.threads, w, sizeof *w, thread_main, cfg.c.seconds,
+                              &s0, &sum);
+    uint64_t chains = 0, reallocs = 0, moved = 0, large = 0, grow = 0, shrink = 0, bytes = 0,
+             foreign = 0;
     for (unsigned i = 0; i < T; i++) {
-        w[i].id = i;
-        st_thread_create(&w[i].th, thread_main, &w[i]);
-    }
-    double t0 = st_now();
-    deadline = t0 + cfg.c.seconds;
-    pthread_barrier_wait(&start_barrier);
-    uint64_t ops = 0, chains = 0, reallocs = 0, moved = 0, frees = 0, cross = 0, large = 0,
-             grow = 0, shrink = 0, bytes = 0, foreign = 0;
-    for (unsigned i = 0; i < T; i++) {
-        pthread_join(w[i].th, NULL);
-        ops += w[i].ops;
         chains += w[i].chains;
         reallocs += w[i].reallocs;
         moved += w[i].moved;
-        frees += w[i].frees;
-        cross += w[i].cross_frees;
         large += w[i].large;
         grow += w[i].grow;
         shrink += w[i].shrink;
         bytes += w[i].bytes;
         foreign += w[i].foreign;
     }
-    double secs = st_now() - t0;
-    if (chains != frees)
+    if (chains != sum.frees)
         st_fail("the test itself lost track of blocks: %" PRIu64 " chains, %" PRIu64 " freed",
-                chains, frees);
+                chains, sum.frees);
     st_check_accounting(prog, &s0, &s1);
 
-    char extra_s[256];
-    snprintf(extra_s, sizeof extra_s,
-             "chains=%" PRIu64 " reallocs=%" PRIu64 " of_other_threads_blocks=%" PRIu64
-             " moved=%" PRIu64 " grow=%" PRIu64
-             " shrink=%" PRIu64 " large=%" PRIu64 " avg_size=%" PRIu64 " cross_thread_frees=%" PRIu64,
-             chains, reallocs, foreign, moved, grow, shrink, large, reallocs ? bytes / reallocs : 0, cross);
     free(rings);
     free(w);
-    pthread_barrier_destroy(&start_barrier);
-    return st_finish(prog, &cfg.c, secs, ops, extra_s);
+    return st_finishf(prog, &cfg.c, secs, sum.ops,
+                      "chains=%" PRIu64 " reallocs=%" PRIu64 " of_other_threads_blocks=%" PRIu64
+                      " moved=%" PRIu64 " grow=%" PRIu64 " shrink=%" PRIu64 " large=%" PRIu64
+                      " avg_size=%" PRIu64 " cross_thread_frees=%" PRIu64,
+                      chains, reallocs, foreign, moved, grow, shrink, large,
+                      reallocs ? bytes / reallocs : 0, sum.cross_frees);
 }
