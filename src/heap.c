@@ -27,6 +27,7 @@ static pthread_key_t heap_key;
 #define HEAP_CHUNK ((size_t)256 * 1024)
 #define ABANDON_SWEEP 2     /* abandoned SuperSlabs an exiting thread looks at */
 #define ADOPT_PER_REFILL 4  /* abandoned SuperSlabs one refill may adopt */
+#define ABANDON_KEEP_DIRTY ((size_t)1 << 20)  /* free pages an exiting heap may leave */
 
 hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&all_heaps, memory_order_acquire); }
 
@@ -327,7 +328,10 @@ void hak_heap_abandon(hak_heap_t *h)
     }
     if (ss->used_slabs == 0) hak_ss_release(h, ss);
   }
-  hak_ss_purge(h, true);
+  /* Free pages of SuperSlabs about to be abandoned: nobody owns them until an
+   * adoption, so no delay can expire; give them back unless they are few
+   * (a thread that barely allocated; its successor likely adopts them). */
+  if ((size_t)h->dirty_units * HAK_UNIT_SIZE > ABANDON_KEEP_DIRTY) hak_ss_purge(h, true);
   for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
     next = ss->next;
     hak_ss_unlink(h, ss);
