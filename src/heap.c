@@ -161,6 +161,30 @@ static void heap_sweep_abandoned(hak_heap_t *h)
   }
 }
 
+/* --------------------------------------------------------- maintenance */
+
+/* Now and then (at most every purge delay), take the remote frees waiting on
+ * every partial slab, so a slab whose blocks were all freed by other threads
+ * goes back even if this thread never allocates its class again. */
+static void heap_maintain(hak_heap_t *h)
+{
+  uint64_t now = hak_os_now_ms();
+  if (now - h->maintained_ms < hak_opt.purge_delay_ms) return;
+  h->maintained_ms = now;
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+    hak_slab_t *s = h->partial[c];
+    for (size_t n = s ? 1 : 0; s != NULL; n++) {
+      hak_slab_t *next = s->next == h->partial[c] ? NULL : s->next;
+      if (hak_remote_collect(s, HAK_RS_KEEP) > 0 && s->used == 0) {
+        partial_remove(h, s);
+        heap_release_slab(h, s);
+      }
+      s = next;
+      if (n > 4096) break;  /* bounded: a heap with more partial slabs catches up next time */
+    }
+  }
+}
+
 /* ------------------------------------------------------------ malloc slow */
 
 /* Make s the current slab of its class and pop a block, or NULL if it has none. */
@@ -195,6 +219,7 @@ void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
       if (p != NULL) return p;
       continue;
     }
+    heap_maintain(h);
     hak_ss_purge(h, false);
     /* Memory exited threads left comes before fresh memory: adopt one of
      * their SuperSlabs (its partial slabs and free units become ours) and
@@ -226,6 +251,7 @@ static void heap_reset(hak_heap_t *h)
   h->ss_list = h->ss_tail = NULL;
   h->ss_count = h->empty_ss = h->dirty_units = 0;
   h->dirty_since_ms = 0;
+  h->maintained_ms = 0;
   atomic_store_explicit(&h->delayed, NULL, memory_order_relaxed);
 }
 

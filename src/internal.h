@@ -305,6 +305,7 @@ struct hak_heap {
   uint32_t ss_count, empty_ss;              /* owned; of which fully empty */
   uint32_t dirty_units;                     /* free units maybe committed */
   uint64_t dirty_since_ms;                  /* when dirty_units became non-zero */
+  uint64_t maintained_ms;                   /* last heap_maintain pass */
   ck_stack_entry_t pool_link;               /* on the free-heap pool */
   struct hak_heap *all_next;                /* list of every heap ever made */
   /* Blocks freed by other threads into this heap's full slabs (MPSC stack:
