@@ -60,11 +60,13 @@ void hak_large_flush(void)
  * read-side section (it may flush). */
 static void large_retire(hak_large_t *l)
 {
-  hak_map_clear_range(l->map_base, l->map_size);
+  size_t size = l->map_size;  /* once pushed, another thread's flush may unmap l */
+  hak_map_clear_range(l->map_base, size);
+  atomic_fetch_add_explicit(&pending_bytes, size, memory_order_relaxed);
   ck_stack_push_upmc(&pending, &l->retired.link);
   uint32_t n = atomic_fetch_add_explicit(&pending_n, 1, memory_order_relaxed) + 1;
-  size_t b = atomic_fetch_add_explicit(&pending_bytes, l->map_size, memory_order_relaxed) + l->map_size;
-  if (n >= hak_opt.retire_batch || b >= PENDING_BYTES) hak_large_flush();
+  if (n >= hak_opt.retire_batch || atomic_load_explicit(&pending_bytes, memory_order_relaxed) >= PENDING_BYTES)
+    hak_large_flush();
 }
 
 /* A cached mapping for need bytes (header included) if the one on top fits
