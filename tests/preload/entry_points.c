@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "fail.h"
 #include <unistd.h>
 
 /* glibc exports these but no header declares them. */
@@ -37,16 +39,6 @@ static const char *const names[] = {
     "__libc_malloc", "__libc_free", "__libc_calloc", "__libc_realloc", "__libc_memalign",
     "__posix_memalign"};
 
-static int failures;
-
-#define FAIL(...)                                         \
-  do {                                                    \
-    if (failures++ < 40) {                                \
-      fprintf(stderr, "FAIL line %d: ", __LINE__);        \
-      fprintf(stderr, __VA_ARGS__);                       \
-      fputc('\n', stderr);                                \
-    }                                                     \
-  } while (0)
 
 static void check_block(const char *how, void *p, size_t size, size_t align, int zeroed) {
   if (!p) {

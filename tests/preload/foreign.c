@@ -18,21 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fail.h"
+
 static void *(*sys_malloc)(size_t);
 static void *(*sys_calloc)(size_t, size_t);
 static void *(*sys_memalign)(size_t, size_t);
 
-static int failures;
 static unsigned long foreign_frees;
-
-#define FAIL(...)                                    \
-  do {                                               \
-    if (failures++ < 40) {                           \
-      fprintf(stderr, "FAIL line %d: ", __LINE__);   \
-      fprintf(stderr, __VA_ARGS__);                  \
-      fputc('\n', stderr);                           \
-    }                                                \
-  } while (0)
 
 static unsigned char pat(size_t seed, size_t i) { return (unsigned char)(seed * 131 + i * 7 + (i >> 8)); }
 
