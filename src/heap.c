@@ -71,7 +71,7 @@ static void heap_release_slab(hak_heap_t *h, hak_slab_t *s)
 {
   hak_superslab_t *ss = hak_ss_of(s);
   hak_ss_free_slab(h, s);
-  if (ss->used_slabs == 0 && h->empty_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
+  if (hak_ss_empty(ss) && h->empty_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
   hak_ss_purge(h, false);
 }
 
@@ -88,15 +88,6 @@ void hak_heap_free_local_slow(hak_heap_t *h, hak_slab_t *s)
     partial_remove(h, s);
     heap_release_slab(h, s);
   }
-}
-
-/* Free a block handed over by another thread (already counted by it). */
-void hak_heap_free_block(hak_heap_t *h, hak_slab_t *s, hak_block_t *b)
-{
-  b->next = s->free;
-  s->free = b;
-  s->used--;
-  if (s->state != HAK_SLAB_CUR) hak_heap_free_local_slow(h, s);
 }
 
 /* --------------------------------------------------------------- adoption */
@@ -128,7 +119,7 @@ static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss)
     }
   }
   hak_gcount(&hak_gstats.ss_adopted, 1);
-  if (ss->used_slabs == 0 && h->empty_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
+  if (hak_ss_empty(ss) && h->empty_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
 }
 
 static bool heap_try_adopt(hak_heap_t *h)
@@ -249,7 +240,7 @@ static void heap_reset(hak_heap_t *h)
   }
   h->tag = (uintptr_t)h | HAK_TAG_SS;
   h->ss_list = h->ss_tail = NULL;
-  h->ss_count = h->empty_ss = h->dirty_units = 0;
+  h->empty_ss = h->dirty_units = 0;
   h->dirty_since_ms = 0;
   h->maintained_ms = 0;
   atomic_store_explicit(&h->delayed, NULL, memory_order_relaxed);
@@ -352,7 +343,7 @@ void hak_heap_abandon(hak_heap_t *h)
       s->state = HAK_SLAB_ORPHAN;
       if (s->used == 0) hak_ss_free_slab(h, s);
     }
-    if (ss->used_slabs == 0) hak_ss_release(h, ss);
+    if (hak_ss_empty(ss)) hak_ss_release(h, ss);
   }
   /* Free pages of SuperSlabs about to be abandoned: nobody owns them until an
    * adoption, so no delay can expire; give them back unless they are few
@@ -400,7 +391,7 @@ void hak_heap_collect(hak_heap_t *h, bool force)
     hak_superslab_t *next;
     for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
       next = ss->next;
-      if (ss->used_slabs == 0 && (force || h->empty_ss > hak_opt.ss_reserve)) hak_ss_release(h, ss);
+      if (hak_ss_empty(ss) && (force || h->empty_ss > hak_opt.ss_reserve)) hak_ss_release(h, ss);
     }
     hak_ss_purge(h, true);
   }

@@ -168,8 +168,6 @@ typedef struct hak_superslab {
   _Atomic(hak_heap_t *) owner;      /* NULL while abandoned */
   uint32_t free_units;              /* owner: bit u set = unit u not in a slab */
   uint32_t dirty_units;             /* owner: free units that may be committed */
-  uint32_t used_slabs;              /* owner */
-  uint32_t in_reserve;              /* owner: counted in heap's empty reserve */
   struct hak_superslab *prev, *next;/* owner heap's SuperSlab list */
   ck_stack_entry_t handoff;         /* link on the abandoned stack or the cache */
   hak_retired_t retired;            /* link on the retire list */
@@ -179,6 +177,9 @@ typedef struct hak_superslab {
 } hak_superslab_t;
 
 #define HAK_SS_HEADER_SIZE hak_align_up(sizeof(hak_superslab_t), HAK_PAGE_SIZE)
+
+/* No slab in it: every unit free. */
+static inline bool hak_ss_empty(const hak_superslab_t *ss) { return ss->free_units == HAK_ALL_UNITS; }
 
 static inline hak_superslab_t *hak_ss_of(const void *p)
 {
@@ -302,7 +303,7 @@ struct hak_heap {
   int state;                                /* HAK_HEAP_* */
   hak_slab_t *partial[HAK_NUM_CLASSES];     /* slabs with room: circular, oldest first */
   hak_superslab_t *ss_list, *ss_tail;       /* SuperSlabs owned: with room first */
-  uint32_t ss_count, empty_ss;              /* owned; of which fully empty */
+  uint32_t empty_ss;                        /* owned SuperSlabs fully empty */
   uint32_t dirty_units;                     /* free units maybe committed */
   uint64_t dirty_since_ms;                  /* when dirty_units became non-zero */
   uint64_t maintained_ms;                   /* last heap_maintain pass */
@@ -328,7 +329,6 @@ void  hak_heap_thread_init(void);
 void  hak_heap_init(void);
 void  hak_heap_before_fork(void);
 void  hak_heap_after_fork(bool child);
-void  hak_heap_free_block(hak_heap_t *h, hak_slab_t *s, hak_block_t *b);
 void  hak_heap_slab_unfull(hak_heap_t *h, hak_slab_t *s);
 hak_heap_t *hak_heap_list(void);
 
@@ -350,6 +350,18 @@ static inline void *hak_heap_alloc(hak_heap_t *h, size_t cls)
   return hak_heap_alloc_slow(h, cls);
 }
 
+/* Put a free block of a slab this heap owns back on the slab's list.  The
+ * current slab needs nothing more; another slab does when it becomes empty
+ * (give it back) or was full (back on the partial list). */
+static inline void hak_heap_push_block(hak_heap_t *h, hak_slab_t *s, hak_block_t *b)
+{
+  b->next = s->free;
+  s->free = b;
+  s->used--;
+  if (HAK_UNLIKELY(s->state != HAK_SLAB_CUR) && (s->used == 0 || s->state == HAK_SLAB_FULL))
+    hak_heap_free_local_slow(h, s);
+}
+
 /* Free of a block in a SuperSlab this heap owns (the caller checked the tag). */
 static inline void hak_heap_free_local(hak_heap_t *h, void *p)
 {
@@ -358,15 +370,9 @@ static inline void hak_heap_free_local(hak_heap_t *h, void *p)
   hak_block_t *b = (hak_block_t *)p;
   if (HAK_UNLIKELY(hak_slab_block_index(s, p, s->capacity) == UINT32_MAX)) hak_fatal("free(): not a block start", p);
   if (HAK_UNLIKELY(b->key == hak_free_key)) hak_fatal("free(): double free", p);
-  b->next = s->free;
   b->key = hak_free_key;
-  s->free = b;
   hak_count(&h->stats.frees[s->cls], 1);
-  s->used--;
-  /* The current slab needs nothing more; another slab does when it becomes
-   * empty (give it back) or was full (back on the partial list). */
-  if (HAK_UNLIKELY(s->state != HAK_SLAB_CUR) && (s->used == 0 || s->state == HAK_SLAB_FULL))
-    hak_heap_free_local_slow(h, s);
+  hak_heap_push_block(h, s, b);
 }
 
 /* -------------------------------------------------------------- superslab */
@@ -419,11 +425,10 @@ hak_superslab_t *hak_handoff_take(void);
  * before the block is handed out (and before the mapping is registered, when
  * fresh); afterwards only `live` changes, by the one free that wins its CAS,
  * and `usable`, by realloc of the block's holder.  `retired` links the mapping
- * on the cache or the pending-unmap stack once it is free. */
+ * on the cache or the retire list once it is free. */
 typedef struct hak_large {
   uint64_t magic;
   _Atomic(uint32_t) live;     /* 1 while allocated; the freeing CAS makes it 0 */
-  uint32_t region_count;
   void *map_base;
   size_t map_size;
   void *user;
@@ -435,7 +440,6 @@ typedef struct hak_large {
 
 void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero);
 void  hak_large_retire(hak_large_t *l);   /* outside any read-side section */
-void  hak_large_flush(void);
 void  hak_large_trim(void);
 void  hak_large_before_fork(void);
 void  hak_large_after_fork(bool child);

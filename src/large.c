@@ -9,20 +9,16 @@
  * and the next large allocation that fits reuses it at once: servers churn
  * buffers of a few hundred KiB, and the cache saves the mmap, the munmap and
  * the page faults.  The cache holds at most hak_opt.large_cache bytes.  Any
- * other mapping leaves the registry and waits on `pending` for an RCU grace
- * period (batched) before it is unmapped, so a racing reader never touches
- * unmapped memory. */
+ * other mapping leaves the registry and is unmapped after an RCU grace period
+ * (registry.c's retire list), so a racing reader never touches unmapped
+ * memory. */
 #include <errno.h>
 #include <string.h>
 
 #include "internal.h"
 
 #define LARGE_CACHE_MAX ((size_t)8 << 20)
-#define PENDING_BYTES   ((size_t)16 << 20)  /* flush sooner when this much waits */
 
-static ck_stack_t pending = CK_STACK_INITIALIZER;   /* push_upmc, batch_pop only */
-static _Atomic(uint32_t) pending_n;
-static _Atomic(size_t) pending_bytes;
 static hak_handoff_t cache = HAK_HANDOFF_INITIALIZER;
 static _Atomic(size_t) cache_bytes;
 
@@ -31,42 +27,12 @@ static hak_large_t *large_of_link(ck_stack_entry_t *e)
   return (hak_large_t *)((char *)e - offsetof(hak_large_t, retired.link));
 }
 
-/* Wait one grace period for every pending mapping, then unmap them.  Never
- * called inside a read-side section. */
-void hak_large_flush(void)
-{
-  ck_stack_entry_t *e = ck_stack_batch_pop_upmc(&pending);
-  if (e == NULL) return;
-  uint32_t n = 0;
-  size_t bytes = 0;
-  for (ck_stack_entry_t *x = e; x != NULL; x = x->next) {
-    n++;
-    bytes += large_of_link(x)->map_size;
-  }
-  atomic_fetch_sub_explicit(&pending_n, n, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&pending_bytes, bytes, memory_order_relaxed);
-  hak_rcu_synchronize();
-  while (e != NULL) {
-    ck_stack_entry_t *next = e->next;  /* read before the memory goes */
-    hak_large_t *l = large_of_link(e);
-    size_t size = l->map_size;
-    hak_os_unmap(l, size);
-    atomic_fetch_sub_explicit(&hak_gstats.mapped_bytes, size, memory_order_relaxed);
-    e = next;
-  }
-}
-
-/* Take l out of the registry; unmap it after a grace period.  Outside any
- * read-side section (it may flush). */
+/* Take l out of the registry; it is unmapped after a grace period (the
+ * registry's retire list).  Outside any read-side section (it may flush). */
 static void large_retire(hak_large_t *l)
 {
-  size_t size = l->map_size;  /* once pushed, another thread's flush may unmap l */
-  hak_map_clear_range(l->map_base, size);
-  atomic_fetch_add_explicit(&pending_bytes, size, memory_order_relaxed);
-  ck_stack_push_upmc(&pending, &l->retired.link);
-  uint32_t n = atomic_fetch_add_explicit(&pending_n, 1, memory_order_relaxed) + 1;
-  if (n >= hak_opt.retire_batch || atomic_load_explicit(&pending_bytes, memory_order_relaxed) >= PENDING_BYTES)
-    hak_large_flush();
+  hak_map_clear_range(l->map_base, l->map_size);
+  hak_retire(&l->retired, l->map_base, l->map_size);
 }
 
 /* A cached mapping for need bytes (header included) if the one on top fits
@@ -93,7 +59,7 @@ void hak_large_trim(void)
     atomic_fetch_sub_explicit(&cache_bytes, l->map_size, memory_order_relaxed);
     large_retire(l);
   }
-  hak_large_flush();
+  hak_retire_flush();
 }
 
 void hak_large_before_fork(void) { hak_handoff_before_fork(&cache); }

@@ -7,7 +7,8 @@
  * period: every path that dereferences a region it does not own (remote free,
  * large free, usable size of another thread's block) runs inside an RCU
  * read-side section, so it never touches unmapped memory even when racing with
- * a release.  Grace periods are batched: retired regions wait on a ck_stack
+ * a release.  Grace periods are batched: retired regions (SuperSlabs and large
+ * mappings) wait on a ck_stack
  * until hak_opt.retire_batch of them are pending.
  *
  * Flavour: urcu-bp.  It registers reader threads by itself on their first
@@ -80,15 +81,23 @@ void hak_rcu_synchronize(void) { urcu_bp_synchronize_rcu(); }
 
 static ck_stack_t retire_stack = CK_STACK_INITIALIZER;
 static _Atomic(uint32_t) retire_pending;
+static _Atomic(size_t) retire_bytes;
 
+#define RETIRE_BYTES ((size_t)16 << 20)  /* flush sooner when this much waits */
+
+/* Unmap [base, base+size) after a grace period; r lives inside the region.
+ * The caller has taken the region out of the registry.  Once r is pushed,
+ * another thread's flush may unmap it: nothing of it is read after the push. */
 void hak_retire(hak_retired_t *r, void *base, size_t size)
 {
   r->base = base;
   r->size = size;
+  /* relaxed: the counters are only a heuristic trigger; the stack itself
+   * orders the entries. */
+  size_t bytes = atomic_fetch_add_explicit(&retire_bytes, size, memory_order_relaxed) + size;
   ck_stack_push_upmc(&retire_stack, &r->link);
-  /* relaxed: only a heuristic trigger; the stack itself orders the entries. */
-  if (atomic_fetch_add_explicit(&retire_pending, 1, memory_order_relaxed) + 1 >= hak_opt.retire_batch)
-    hak_retire_flush();
+  uint32_t n = atomic_fetch_add_explicit(&retire_pending, 1, memory_order_relaxed) + 1;
+  if (n >= hak_opt.retire_batch || bytes >= RETIRE_BYTES) hak_retire_flush();
 }
 
 /* Take every pending region, wait one grace period, unmap them all.  Never
@@ -98,8 +107,13 @@ void hak_retire_flush(void)
   ck_stack_entry_t *e = ck_stack_batch_pop_upmc(&retire_stack);
   if (e == NULL) return;
   uint32_t n = 0;
-  for (ck_stack_entry_t *x = e; x != NULL; x = x->next) n++;
+  size_t bytes = 0;
+  for (ck_stack_entry_t *x = e; x != NULL; x = x->next) {
+    n++;
+    bytes += ((hak_retired_t *)x)->size;
+  }
   atomic_fetch_sub_explicit(&retire_pending, n, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&retire_bytes, bytes, memory_order_relaxed);
   urcu_bp_synchronize_rcu();
   while (e != NULL) {
     hak_retired_t *r = (hak_retired_t *)e;  /* link is the first member */

@@ -126,7 +126,7 @@ void hak_remote_drain_delayed(hak_heap_t *h)
       later = b;
       if (later_tail == NULL) later_tail = b;
     } else {
-      hak_heap_free_block(h, s, b);
+      hak_heap_push_block(h, s, b);  /* counted by its freer; key set */
     }
     b = next;
   }

@@ -58,8 +58,7 @@ static void list_remove(hak_heap_t *h, hak_superslab_t *ss)
 void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss)
 {
   list_insert(h, ss);
-  h->ss_count++;
-  if (ss->used_slabs == 0) h->empty_ss++;
+  if (hak_ss_empty(ss)) h->empty_ss++;
   if (ss->dirty_units != 0) {
     if (h->dirty_units == 0) h->dirty_since_ms = hak_os_now_ms();
     h->dirty_units += (uint32_t)__builtin_popcount(ss->dirty_units);
@@ -69,8 +68,7 @@ void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss)
 void hak_ss_unlink(hak_heap_t *h, hak_superslab_t *ss)
 {
   list_remove(h, ss);
-  h->ss_count--;
-  if (ss->used_slabs == 0) h->empty_ss--;
+  if (hak_ss_empty(ss)) h->empty_ss--;
   h->dirty_units -= (uint32_t)__builtin_popcount(ss->dirty_units);
 }
 
@@ -123,7 +121,7 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
     if (u < 0) continue;
     pick = ss;
     unit = u;
-    if (ss->used_slabs != 0) break;  /* prefer filling SuperSlabs in use */
+    if (!hak_ss_empty(ss)) break;  /* prefer filling SuperSlabs in use */
   }
   if (pick == NULL) {
     if (!may_map) return NULL;
@@ -136,8 +134,8 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   uint32_t dirty = ss->dirty_units & m;
   h->dirty_units -= (uint32_t)__builtin_popcount(dirty);
   ss->dirty_units &= ~m;
+  if (hak_ss_empty(ss)) h->empty_ss--;
   ss->free_units &= ~m;
-  if (ss->used_slabs++ == 0) h->empty_ss--;
   if (ss->free_units == 0) {  /* now full: behind the others */
     list_remove(h, ss);
     list_insert(h, ss);
@@ -202,7 +200,7 @@ void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s)
   ss->dirty_units |= m;
   if (h->dirty_units == 0) h->dirty_since_ms = hak_os_now_ms();
   h->dirty_units += (uint32_t)__builtin_popcount(newly_dirty);
-  if (--ss->used_slabs == 0) h->empty_ss++;
+  if (hak_ss_empty(ss)) h->empty_ss++;
 }
 
 static void purge_ss(hak_superslab_t *ss);
