@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# compare.sh: run the lifecycle programs under hakmem, glibc and mimalloc in
-# one go and print a markdown table of the figures.
+# compare.sh: run the lifecycle programs under hakmem, glibc, mimalloc, jemalloc
+# and tcmalloc (those installed) in one go and print a markdown table of the figures.
 #
 #   stress/lifecycle/compare.sh [--build DIR] [--hakmem LIB] [--mimalloc LIB]
 #                               [--programs "churn return fork"]
-#                               [--allocators "hakmem glibc mimalloc"]
+#                               [--allocators "hakmem glibc mimalloc jemalloc tcmalloc"]
 #                               [--logs DIR]
 #
 #   --build DIR   the CMake build directory holding stress/lifecycle/lc_* and
@@ -28,7 +28,7 @@ build="$repo/build"
 hakmem=""
 mimalloc="/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
 programs="churn return fork"
-allocators="hakmem glibc mimalloc"
+allocators="hakmem glibc mimalloc jemalloc tcmalloc"
 logs=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -83,6 +83,8 @@ for prog in $programs; do
       hakmem) lib="$hakmem"; drv+=(--preload "$lib" --balanced) ;;
       glibc) ;;
       mimalloc) lib="$mimalloc"; drv+=(--preload "$lib" --no-stats) ;;
+      jemalloc) lib=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2; drv+=(--preload "$lib" --no-stats) ;;
+      tcmalloc) lib=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4; drv+=(--preload "$lib" --no-stats) ;;
       *) echo "compare.sh: unknown allocator $alloc" >&2; exit 2 ;;
     esac
     if [[ -n "$lib" && ! -f "$lib" ]]; then
