@@ -63,6 +63,7 @@ static void free_remote(hak_heap_t *h, void *p)
 static HAK_NOINLINE void free_other(hak_heap_t *h, void *p, uintptr_t tag)
 {
   if (tag == 0) { free_foreign(h, p); return; }
+  if (HAK_UNLIKELY(h->state == HAK_HEAP_EMPTY)) h = hak_heap_thread_get(h);
   hak_rcu_read_lock();
   tag = hak_map_get(p);
   if ((tag & HAK_TAG_KIND) == HAK_TAG_SS) {

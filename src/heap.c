@@ -284,6 +284,20 @@ static hak_heap_t *heap_thread_start(void)
   return h;
 }
 
+/* The calling thread's heap, made live if the thread has none yet: a thread
+ * whose first call is a free (a consumer that only frees) gets a heap, so
+ * its counts stay in its own cache lines instead of every such thread
+ * adding to the same global counters on every free.  Returns h itself when
+ * it cannot (after teardown, while initialisation recurses, or ENOMEM). */
+hak_heap_t *hak_heap_thread_get(hak_heap_t *h)
+{
+  if (h->state != HAK_HEAP_EMPTY) return h;
+  hak_init();
+  if (hak_init_recursing()) return h;
+  hak_heap_t *n = heap_thread_start();
+  return n != NULL ? n : h;
+}
+
 /* A malloc on a thread without a live heap: its first, or one made after
  * its heap was abandoned by a later TLS destructor.  The latter gets a heap
  * for just this block, abandoned at once, so nothing it owns is stranded. */
