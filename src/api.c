@@ -139,14 +139,19 @@ size_t hak_malloc_usable_size(const void *p)
 
 /* ----------------------------------------------------------------- realloc */
 
-static bool large_resize(hak_heap_t *h, void *p, size_t n)
+/* Resize the live large block p in place or by moving its pages (no copy);
+ * its new address, or NULL.  The lookup runs in a read-side section; the
+ * resize does not (it may retire the old range): the block is live and the
+ * caller holds it, so it cannot go away meanwhile. */
+static void *large_resize(hak_heap_t *h, void *p, size_t n)
 {
   hak_rcu_read_lock();
   uintptr_t tag = hak_map_get(p);
   hak_large_t *l = (tag & HAK_TAG_KIND) == HAK_TAG_LARGE ? hak_large_of(tag, p) : NULL;
-  bool ok = l != NULL && hak_large_resize(h, l, n);
+  bool live = l != NULL && atomic_load_explicit(&l->live, memory_order_acquire) == 1;
   hak_rcu_read_unlock();
-  return ok;
+  if (l != NULL && !live) hak_fatal("realloc(): pointer was freed", p);
+  return l != NULL ? hak_large_resize(h, l, n) : NULL;
 }
 
 /* glibc's semantics: realloc(NULL, n) is malloc(n); realloc(p, 0) frees p and
@@ -164,7 +169,10 @@ void *hak_realloc(void *p, size_t n)
   size_t old = tag == 0 ? hak_boot_size(p) : usable_size(h, p, tag);
   if (tag != 0 && old == 0) hak_fatal("realloc(): pointer was freed", p);
   if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
-    if (n > HAK_SMALL_MAX && large_resize(h, p, n)) return p;
+    if (n > HAK_SMALL_MAX) {
+      void *q = large_resize(h, p, n);
+      if (q != NULL) return q;
+    }
   } else if (tag != 0 && n <= old && n >= old / 2) {
     return p;  /* fits and wastes at most half */
   }

@@ -162,6 +162,7 @@ static void heap_maintain(hak_heap_t *h)
   uint64_t now = hak_os_now_ms();
   if (now - h->maintained_ms < hak_opt.purge_delay_ms) return;
   h->maintained_ms = now;
+  hak_large_decay();  /* large cache entries idle past the delay give their pages back */
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
     hak_slab_t *s = h->partial[c];
     for (size_t n = s ? 1 : 0; s != NULL; n++) {

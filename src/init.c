@@ -56,20 +56,17 @@ static void fork_prepare(void)
 {
   hak_heap_before_fork();
   hak_ss_before_fork();
-  hak_large_before_fork();
   hak_registry_before_fork();
 }
 static void fork_parent(void)
 {
   hak_registry_after_fork(false);
-  hak_large_after_fork(false);
   hak_ss_after_fork(false);
   hak_heap_after_fork(false);
 }
 static void fork_child(void)
 {
   hak_registry_after_fork(true);
-  hak_large_after_fork(true);
   hak_ss_after_fork(true);
   hak_heap_after_fork(true);
 }

@@ -262,6 +262,9 @@ void hak_registry_after_fork(bool child);
 void *hak_os_map_aligned(size_t size, size_t align);  /* NULL on failure */
 void  hak_os_unmap(void *p, size_t size);
 void  hak_os_purge(void *p, size_t size);             /* give pages back, keep range */
+void  hak_os_hugepage(void *p, size_t size);          /* prefer THP there */
+bool  hak_os_grow_in_place(void *p, size_t old, size_t new_size);
+bool  hak_os_move(void *from, size_t size, void *dst);  /* page tables only */
 uint64_t hak_os_now_ms(void);
 void  hak_write_stderr(const char *s);
 _Noreturn void hak_fatal(const char *what, const void *p);
@@ -432,9 +435,12 @@ hak_superslab_t *hak_handoff_take(void);
 
 /* Header of a large mapping, at its start.  Written by the allocating thread
  * before the block is handed out (and before the mapping is registered, when
- * fresh); afterwards only `live` changes, by the one free that wins its CAS,
- * and `usable`, by realloc of the block's holder.  `retired` links the mapping
- * on the cache or the retire list once it is free. */
+ * fresh); while the block is live only `live` changes, by the one free that
+ * wins its CAS, and `usable`/`dirty`, by realloc of the block's holder.
+ * Once free, the mapping belongs to the cache (large.c) or the retire list,
+ * and only the thread that took it out of a cache slot touches it.
+ * dirty: bytes from the mapping's start that may hold non-zero data
+ * (pages past it read as zero: never touched since mapped or purged). */
 typedef struct hak_large {
   uint64_t magic;
   _Atomic(uint32_t) live;     /* 1 while allocated; the freeing CAS makes it 0 */
@@ -442,6 +448,8 @@ typedef struct hak_large {
   size_t map_size;
   void *user;
   size_t usable;
+  size_t dirty;
+  uint64_t freed_ms;          /* when it went to the cache */
   hak_retired_t retired;
 } hak_large_t;
 
@@ -450,11 +458,13 @@ typedef struct hak_large {
 void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero);
 void  hak_large_retire(hak_large_t *l);   /* outside any read-side section */
 void  hak_large_trim(void);
-void  hak_large_before_fork(void);
-void  hak_large_after_fork(bool child);
+void  hak_large_decay(void);              /* purge cache entries idle past the purge delay */
 bool  hak_large_free(hak_heap_t *h, hak_large_t *l, void *p);  /* true: retire it */
 hak_large_t *hak_large_of(uintptr_t tag, const void *p);  /* NULL: not a large block */
-bool  hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size);
+/* Resize a live large block to size bytes, in place or by moving its pages
+ * (no copy); its new address, or NULL (the block is untouched).  Outside any
+ * read-side section. */
+void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size);
 
 /* ------------------------------------------------------------------- stats */
 

@@ -4,12 +4,23 @@
  * header sits at the start of the mapping; the block follows at the first
  * offset that meets the alignment.
  *
- * A freed mapping of at most LARGE_CACHE_MAX goes to a small cache, still
- * registered (its header says it is free, so a stray free of it is caught),
- * and the next large allocation that fits reuses it at once: servers churn
- * buffers of a few hundred KiB, and the cache saves the mmap, the munmap and
- * the page faults.  The cache holds at most hak_opt.large_cache bytes.  Any
- * other mapping leaves the registry and is unmapped after an RCU grace period
+ * What makes big blocks fast is not touching fresh memory: on these VMs a
+ * 4 KiB page fault costs about 15 us, so a fresh 16 MiB buffer costs 60 ms
+ * of faults before the program writes a byte.  Hence:
+ *  - Huge pages: the 2 MiB regions a block covers whole are advised
+ *    MADV_HUGEPAGE, so one fault maps 2 MiB (a partly used tail region keeps
+ *    4 KiB pages, so RSS still follows use).
+ *  - A cache of freed mappings (CACHE_SLOTS slots, at most
+ *    hak_opt.large_cache bytes in all): the next large allocation takes the
+ *    best fit, or grows a smaller one by remapping (its pages are reused,
+ *    only the extra is fresh).  Cached mappings stay registered (their
+ *    header says free, so a stray free of one is caught).  An entry idle
+ *    for longer than the purge delay has its pages given back
+ *    (hak_large_decay, run by large operations and by heap maintenance).
+ *  - calloc zeroes only the part of a reused mapping that may be dirty.
+ *  - realloc grows in place, or moves the pages to a larger mapping by
+ *    remapping page tables: nothing is copied.
+ * A mapping that leaves the registry is unmapped after an RCU grace period
  * (registry.c's retire list), so a racing reader never touches unmapped
  * memory. */
 #include <errno.h>
@@ -17,53 +28,183 @@
 
 #include "internal.h"
 
-#define LARGE_CACHE_MAX ((size_t)8 << 20)
+#define CACHE_SLOTS 16
 
-static hak_handoff_t cache = HAK_HANDOFF_INITIALIZER;
-static _Atomic(size_t) cache_bytes;
+/* Cache slots: a slot holds a free mapping or NULL; a thread owns a mapping
+ * once its exchange took it out of the slot.  slot_size is advisory (the
+ * size of what the slot held when last filled), so a taker can pick the
+ * best fit without reading headers it does not own. */
+static _Atomic(hak_large_t *) cache_slot[CACHE_SLOTS];
+static _Atomic(size_t) cache_slot_size[CACHE_SLOTS];
+static _Atomic(size_t) cache_bytes;          /* dirty bytes cached, advisory */
+static _Atomic(uint32_t) cache_count;        /* mappings cached, advisory */
+static _Atomic(uint64_t) cache_oldest_ms;    /* earliest unpurged entry's free time, 0: none */
 
-static hak_large_t *large_of_link(ck_stack_entry_t *e)
+static size_t large_region_tag_base(const hak_large_t *l)
 {
-  return (hak_large_t *)((char *)e - offsetof(hak_large_t, retired.link));
+  return (((uintptr_t)l >> HAK_SS_SHIFT) << 2) | HAK_TAG_LARGE;
 }
 
-/* Take l out of the registry; it is unmapped after a grace period (the
- * registry's retire list).  Outside any read-side section (it may flush). */
+/* Take l out of the registry; it is unmapped after a grace period.
+ * Outside any read-side section (it may flush). */
 static void large_retire(hak_large_t *l)
 {
   hak_map_clear_range(l->map_base, l->map_size);
   hak_retire(&l->retired, l->map_base, l->map_size);
 }
 
-/* A cached mapping for need bytes (header included) if the one on top fits
- * without wasting more than half; one that does not fit is retired, so the
- * cache follows the sizes in use. */
-static hak_large_t *cache_take(size_t need, size_t map_align)
+/* Huge pages for the 2 MiB regions of [from, to) that l covers whole. */
+static void large_hugepage(hak_large_t *l, size_t from, size_t to)
 {
-  if (map_align > HAK_SS_SIZE || atomic_load_explicit(&cache_bytes, memory_order_relaxed) == 0) return NULL;
-  ck_stack_entry_t *e = hak_handoff_pop(&cache);
-  if (e == NULL) return NULL;
-  hak_large_t *l = large_of_link(e);
-  atomic_fetch_sub_explicit(&cache_bytes, l->map_size, memory_order_relaxed);
-  if (l->map_size >= need && l->map_size <= 2 * hak_align_up(need, HAK_SS_SIZE)) return l;
-  large_retire(l);
-  return NULL;
+  from = hak_align_up(from, HAK_SS_SIZE);
+  to &= ~(HAK_SS_SIZE - 1);
+  if (to > from) hak_os_hugepage((char *)l + from, to - from);
+}
+
+/* Give back l's pages beyond offset keep (page-rounded; the header page stays). */
+static void large_purge_from(hak_large_t *l, size_t keep)
+{
+  keep = hak_align_up(keep < HAK_PAGE_SIZE ? HAK_PAGE_SIZE : keep, HAK_PAGE_SIZE);
+  if (l->dirty > keep) hak_os_purge((char *)l + keep, l->dirty - keep);
+  if (l->dirty > keep) l->dirty = keep;
+}
+
+/* ------------------------------------------------------------------ cache */
+
+static hak_large_t *cache_take_slot(unsigned i)
+{
+  hak_large_t *l = atomic_exchange_explicit(&cache_slot[i], NULL, memory_order_acquire);
+  if (l != NULL) {
+    atomic_fetch_sub_explicit(&cache_bytes, l->dirty, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&cache_count, 1, memory_order_relaxed);
+  }
+  return l;
+}
+
+/* Put a free mapping in an empty slot; false if none is empty. */
+static bool cache_put_slot(hak_large_t *l)
+{
+  for (unsigned i = 0; i < CACHE_SLOTS; i++) {
+    hak_large_t *empty = NULL;
+    if (atomic_load_explicit(&cache_slot[i], memory_order_relaxed) != NULL) continue;
+    atomic_store_explicit(&cache_slot_size[i], l->map_size, memory_order_relaxed);
+    atomic_fetch_add_explicit(&cache_bytes, l->dirty, memory_order_relaxed);
+    atomic_fetch_add_explicit(&cache_count, 1, memory_order_relaxed);
+    /* release: the header (dirty, freed_ms) is visible to the taker. */
+    if (atomic_compare_exchange_strong_explicit(&cache_slot[i], &empty, l, memory_order_release,
+                                                memory_order_relaxed))
+      return true;
+    atomic_fetch_sub_explicit(&cache_bytes, l->dirty, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&cache_count, 1, memory_order_relaxed);
+  }
+  return false;
+}
+
+/* The cached mapping that best serves need bytes: the smallest that holds
+ * it (its excess pages are purged by the caller if they are many), else the
+ * largest smaller one (to be grown: its pages are reused, only the rest is
+ * fresh), else NULL. */
+static hak_large_t *cache_take(size_t need)
+{
+  if (atomic_load_explicit(&cache_count, memory_order_relaxed) == 0) return NULL;
+  int best = -1, smaller = -1;
+  size_t best_size = SIZE_MAX, smaller_size = 0;
+  for (unsigned i = 0; i < CACHE_SLOTS; i++) {
+    if (atomic_load_explicit(&cache_slot[i], memory_order_relaxed) == NULL) continue;
+    size_t sz = atomic_load_explicit(&cache_slot_size[i], memory_order_relaxed);
+    if (sz >= need && sz < best_size) { best = (int)i; best_size = sz; }
+    if (sz < need && sz > smaller_size) { smaller = (int)i; smaller_size = sz; }
+  }
+  int pick = best >= 0 ? best : smaller;
+  return pick >= 0 ? cache_take_slot((unsigned)pick) : NULL;
+}
+
+/* Give back the pages of cache entries freed more than the purge delay ago
+ * (they stay cached, as address space only).  Cheap when nothing is due. */
+void hak_large_decay(void)
+{
+  uint64_t oldest = atomic_load_explicit(&cache_oldest_ms, memory_order_relaxed);
+  if (oldest == 0) return;
+  uint64_t now = hak_os_now_ms();
+  if (now - oldest < hak_opt.purge_delay_ms) return;
+  if (!atomic_compare_exchange_strong_explicit(&cache_oldest_ms, &oldest, 0, memory_order_relaxed,
+                                               memory_order_relaxed))
+    return;  /* another thread does this pass */
+  uint64_t next = 0;
+  for (unsigned i = 0; i < CACHE_SLOTS; i++) {
+    if (atomic_load_explicit(&cache_slot[i], memory_order_relaxed) == NULL) continue;
+    hak_large_t *l = cache_take_slot(i);
+    if (l == NULL) continue;
+    if (l->dirty > HAK_PAGE_SIZE) {
+      if (now - l->freed_ms >= hak_opt.purge_delay_ms) large_purge_from(l, 0);
+      else if (next == 0 || l->freed_ms < next) next = l->freed_ms;
+    }
+    if (!cache_put_slot(l)) large_retire(l);
+  }
+  if (next != 0) {
+    uint64_t none = 0;
+    atomic_compare_exchange_strong_explicit(&cache_oldest_ms, &none, next, memory_order_relaxed,
+                                            memory_order_relaxed);
+  }
 }
 
 /* Give every cached mapping back (hak_collect, malloc_trim). */
 void hak_large_trim(void)
 {
-  ck_stack_entry_t *e;
-  while ((e = hak_handoff_pop(&cache)) != NULL) {
-    hak_large_t *l = large_of_link(e);
-    atomic_fetch_sub_explicit(&cache_bytes, l->map_size, memory_order_relaxed);
-    large_retire(l);
+  for (unsigned i = 0; i < CACHE_SLOTS; i++) {
+    hak_large_t *l = cache_take_slot(i);
+    if (l != NULL) large_retire(l);
   }
   hak_retire_flush();
 }
 
-void hak_large_before_fork(void) { hak_handoff_before_fork(&cache); }
-void hak_large_after_fork(bool child) { hak_handoff_after_fork(&cache, child); }
+/* ------------------------------------------------------------------ grow */
+
+/* Grow l's mapping to map_size bytes without copying: in place when the
+ * address space after it is free, else by moving its pages to a new aligned
+ * mapping.  The header at its (possibly new) address, or NULL (l untouched).
+ * The caller owns l (a live block it holds, or a mapping out of the cache). */
+static hak_large_t *large_grow_mapping(hak_large_t *l, size_t map_size)
+{
+  size_t old_size = l->map_size;
+  if (hak_os_grow_in_place(l, old_size, map_size)) {
+    if (hak_map_set_range((char *)l + old_size, map_size - old_size, large_region_tag_base(l))) {
+      hak_gcount(&hak_gstats.mapped_bytes, map_size - old_size);
+      l->map_size = map_size;
+      large_hugepage(l, old_size, map_size);
+      return l;
+    }
+    (void)hak_os_grow_in_place(l, map_size, old_size);  /* shrinking in place cannot fail */
+    return NULL;
+  }
+  size_t off = (size_t)((char *)l->user - (char *)l), dirty = l->dirty;
+  hak_large_t *n = hak_os_map_aligned(map_size, HAK_SS_SIZE);
+  if (n == NULL) return NULL;
+  /* Create the registry's leaves now (tag 0: not yet ours), so publishing
+   * after the move cannot fail. */
+  if (!hak_map_set_range(n, map_size, 0) || !hak_os_move(l, old_size, n)) {
+    hak_os_unmap(n, map_size);
+    return NULL;
+  }
+  hak_gcount(&hak_gstats.mapped_bytes, map_size);
+  /* From here on l reads as zero: only n is used. */
+  n->map_base = n;
+  n->map_size = map_size;
+  n->user = (char *)n + off;
+  n->dirty = dirty;
+  large_hugepage(n, 0, map_size);
+  hak_map_set_range(n, map_size, large_region_tag_base(n));
+  /* The old range now reads as zero (its header's magic is gone, so a racing
+   * stray free of the old address is caught); it leaves the registry and is
+   * unmapped after a grace period.  Its retire record lives in its first
+   * page. */
+  hak_large_t *old = l;
+  hak_map_clear_range(old, old_size);
+  hak_retire(&old->retired, old, old_size);
+  return n;
+}
+
+/* ----------------------------------------------------------------- alloc */
 
 /* Count blocks and bytes in the heap's counters, or in the totals for a
  * thread without a live heap. */
@@ -79,48 +220,59 @@ static void count_large(hak_heap_t *h, bool alloc, uint64_t blocks, size_t bytes
   }
 }
 
+/* A mapping of at least need bytes: from the cache (grown if needed), or
+ * fresh.  NULL on ENOMEM. */
+static hak_large_t *large_map(size_t need, size_t map_align)
+{
+  size_t map_size = hak_align_up(need, HAK_SS_SIZE);
+  if (map_align <= HAK_SS_SIZE) {
+    hak_large_t *l = cache_take(need);
+    if (l != NULL && l->map_size < map_size) {
+      hak_large_t *g = large_grow_mapping(l, map_size);
+      if (g == NULL) large_retire(l);
+      l = g;
+    }
+    if (l != NULL) return l;
+  }
+  hak_large_t *l = hak_os_map_aligned(map_size, map_align);
+  if (l == NULL) return NULL;
+  l->map_base = l;
+  l->map_size = map_size;
+  l->dirty = 0;
+  hak_gcount(&hak_gstats.mapped_bytes, map_size);
+  if (!hak_map_set_range(l, map_size, large_region_tag_base(l))) {
+    hak_os_unmap(l, map_size);
+    atomic_fetch_sub_explicit(&hak_gstats.mapped_bytes, map_size, memory_order_relaxed);
+    return NULL;
+  }
+  large_hugepage(l, 0, map_size);
+  return l;
+}
+
 void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero)
 {
   if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
   size_t off = hak_align_up(sizeof(hak_large_t), align);
   if (size > HAK_MAX_ALLOC || off > HAK_MAX_ALLOC - size) { errno = ENOMEM; return NULL; }
   size_t need = off + size;
-  size_t map_align = align > HAK_SS_SIZE ? align : HAK_SS_SIZE;
-  hak_large_t *l = cache_take(need, map_align);
-  bool fresh = l == NULL;
-  if (fresh) {
-    size_t map_size = hak_align_up(need, HAK_SS_SIZE);
-    l = hak_os_map_aligned(map_size, map_align);
-    if (l == NULL) { errno = ENOMEM; return NULL; }
-    l->map_base = l;
-    l->map_size = map_size;
-    hak_gcount(&hak_gstats.mapped_bytes, map_size);
-  }
-  char *old_end = fresh ? NULL : (char *)l->user + l->usable;  /* pages the last use touched */
+  hak_large_t *l = large_map(need, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
+  if (l == NULL) { errno = ENOMEM; return NULL; }
   l->magic = HAK_LARGE_MAGIC;
-  /* release: a reader that finds the block live sees its header written */
-  atomic_store_explicit(&l->live, 1, memory_order_release);
   l->user = (char *)l + off;
   l->usable = hak_align_up(need, HAK_PAGE_SIZE) - off;
-  /* A reused mapping may still hold pages its last block touched beyond
-   * this one's end.  Faulting pages back costs more than keeping a few, so
-   * they stay unless they exceed both 1 MiB and the block's own size (then a
-   * large block never holds more than twice its size plus 1 MiB). */
-  char *new_end = (char *)l->user + l->usable;
-  size_t stale = old_end > new_end ? (size_t)(old_end - new_end) : 0;
-  if (stale > ((size_t)1 << 20) && stale > l->usable)
-    hak_os_purge(new_end, (size_t)(old_end - new_end));
-  if (fresh) {
-    uintptr_t tag = (((uintptr_t)l >> HAK_SS_SHIFT) << 2) | HAK_TAG_LARGE;
-    if (!hak_map_set_range(l, l->map_size, tag)) {
-      hak_os_unmap(l, l->map_size);
-      atomic_fetch_sub_explicit(&hak_gstats.mapped_bytes, l->map_size, memory_order_relaxed);
-      errno = ENOMEM;
-      return NULL;
-    }
-  }
-  if (zero && !fresh) memset(l->user, 0, size);  /* fresh mappings are zero */
+  size_t end = off + l->usable;
+  /* A reused mapping may hold dirty pages past this block's end.  Faulting
+   * pages back costs more than keeping a few, so they stay unless they
+   * exceed both 1 MiB and the block's own size (then a large block never
+   * holds more than twice its size plus 1 MiB). */
+  if (l->dirty > end && l->dirty - end > ((size_t)1 << 20) && l->dirty - end > l->usable)
+    large_purge_from(l, end);
+  if (zero && l->dirty > off) memset(l->user, 0, (l->dirty < end ? l->dirty : end) - off);
+  if (l->dirty < end) l->dirty = end;  /* the holder may write all of it */
+  /* release: a reader that finds the block live sees its header written */
+  atomic_store_explicit(&l->live, 1, memory_order_release);
   count_large(h, true, 1, l->usable);
+  hak_large_decay();
   return l->user;
 }
 
@@ -143,29 +295,54 @@ bool hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   if (!atomic_compare_exchange_strong_explicit(&l->live, &one, 0, memory_order_acq_rel, memory_order_relaxed))
     hak_fatal("free(): double free of a large block", p);
   count_large(h, false, 1, l->usable);
+  if (l->map_size > HAK_MAX_ALLOC / 2) return true;
   size_t cached = atomic_load_explicit(&cache_bytes, memory_order_relaxed);
-  if (l->map_size <= LARGE_CACHE_MAX && cached + l->map_size <= hak_opt.large_cache) {
-    atomic_fetch_add_explicit(&cache_bytes, l->map_size, memory_order_relaxed);
-    hak_handoff_push(&cache, &l->retired.link);
-    return false;
+  if (cached + l->dirty > hak_opt.large_cache) {
+    /* Over the bound: cache it as address space only when its pages are
+     * more than the bound allows; a mapping bigger than the whole bound is
+     * not worth keeping. */
+    if (l->map_size > hak_opt.large_cache) return true;
+    large_purge_from(l, 0);
   }
-  return true;
+  uint64_t now = hak_os_now_ms();
+  bool dirty = l->dirty > HAK_PAGE_SIZE;
+  l->freed_ms = now;
+  if (!cache_put_slot(l)) return true;
+  /* l may already be another thread's: only the values read before. */
+  uint64_t none = 0;
+  if (dirty)
+    atomic_compare_exchange_strong_explicit(&cache_oldest_ms, &none, now, memory_order_relaxed,
+                                            memory_order_relaxed);
+  return false;
 }
 
-void hak_large_retire(hak_large_t *l) { large_retire(l); }
+void hak_large_retire(hak_large_t *l)
+{
+  large_retire(l);
+  hak_large_decay();
+}
 
-/* Grow or shrink in place within the mapping; false if it does not fit. */
-bool hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size)
+/* Resize in place within the mapping, or grow the mapping without copying. */
+void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size)
 {
   size_t off = (size_t)((char *)l->user - (char *)l);
-  if (size > l->map_size - off) return false;
+  if (size > HAK_MAX_ALLOC - off) return NULL;
+  if (off + size > l->map_size) {
+    /* Grow by at least a quarter, so a loop of small reallocs moves rarely. */
+    size_t want = off + size + (size >> 2);
+    size_t map_size = hak_align_up(want, HAK_SS_SIZE);
+    hak_large_t *n = large_grow_mapping(l, map_size);
+    if (n == NULL) return NULL;
+    l = n;
+  }
   size_t usable = hak_align_up(off + size, HAK_PAGE_SIZE) - off;
   if (usable > l->usable) {
     count_large(h, true, 0, usable - l->usable);
   } else if (usable < l->usable) {
     count_large(h, false, 0, l->usable - usable);
-    hak_os_purge((char *)l->user + usable, l->usable - usable);  /* give the tail back */
+    large_purge_from(l, off + usable);  /* give the tail back */
   }
   l->usable = usable;
-  return true;
+  if (l->dirty < off + usable) l->dirty = off + usable;
+  return l->user;
 }

@@ -8,8 +8,9 @@
  *   HAKMEM_RETIRE_BATCH=N          regions unmapped per RCU grace period (default 16)
  *   HAKMEM_SS_CACHE=N              empty SuperSlabs (purged) kept for reuse by any
  *                                  thread instead of unmapped (default 16)
- *   HAKMEM_LARGE_CACHE_KB=N        freed large mappings (each <= 8 MiB) kept for
- *                                  reuse, in total (default 32768)
+ *   HAKMEM_LARGE_CACHE_KB=N        committed pages of freed large mappings kept
+ *                                  for reuse, in total (default 65536); pages
+ *                                  idle past the purge delay go back to the OS
  */
 #include <stdlib.h>
 
@@ -22,7 +23,7 @@ hak_options_t hak_opt = {
     .ss_reserve = 1,
     .retire_batch = 16,
     .ss_cache = 16,
-    .large_cache = (size_t)32 << 20,
+    .large_cache = (size_t)64 << 20,
 };
 
 static bool env_u64(const char *name, uint64_t *out)

@@ -41,6 +41,46 @@ void hak_os_purge(void *p, size_t size)
   errno = saved;
 }
 
+/* Ask for transparent huge pages on [p, p+size) (2 MiB aligned, whole huge
+ * pages): one fault maps 2 MiB instead of 4 KiB.  Only for memory that will
+ * be used whole (large blocks), never for SuperSlabs, whose pages are
+ * committed one by one as slabs grow.  Harmless where THP is off. */
+void hak_os_hugepage(void *p, size_t size)
+{
+  if (size == 0) return;
+  int saved = errno;
+  (void)madvise(p, size, MADV_HUGEPAGE);
+  errno = saved;
+}
+
+/* Grow the mapping [p, p+old) to new bytes where it is (the address space
+ * after it must be free).  false if it cannot. */
+bool hak_os_grow_in_place(void *p, size_t old, size_t new)
+{
+  int saved = errno;
+  void *r = mremap(p, old, new, 0);
+  errno = saved;
+  return r != MAP_FAILED;
+}
+
+/* Move the pages of [from, from+size) to dst, which the caller mapped, by
+ * remapping page tables (nothing is copied).  The old range stays mapped,
+ * reading as zero, so a racing reader of it never faults; the caller
+ * unmaps it after a grace period.  false if the kernel cannot (before Linux
+ * 5.7, MREMAP_DONTUNMAP does not exist): then nothing moved. */
+bool hak_os_move(void *from, size_t size, void *dst)
+{
+#ifdef MREMAP_DONTUNMAP
+  int saved = errno;
+  void *r = mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, dst);
+  errno = saved;
+  return r == dst;
+#else
+  (void)from; (void)size; (void)dst;
+  return false;
+#endif
+}
+
 uint64_t hak_os_now_ms(void)
 {
   struct timespec ts;
