@@ -5,7 +5,8 @@
 #   bench/scaling.sh [options]
 #
 # Options (each has an environment variable of the same meaning):
-#   -w, --workloads LIST   WORKLOADS   default "larson churn prodcons strings realloc falseshare"
+#   -w, --workloads LIST   WORKLOADS   default "larson churn prodcons strings realloc falseshare
+#                                       pcqueue turnover large bignum mixed strbuild"
 #   -a, --allocators LIST  ALLOCATORS  default "hakmem glibc mimalloc jemalloc tcmalloc"
 #   -t, --threads LIST     THREADS     default "1 2 4"
 #   -r, --runs N           RUNS        runs per point, the median is reported (default 5)
@@ -20,6 +21,8 @@
 #                (default "2 8 1000 5000 100 4141": sleep 2 s, sizes 8..1000 B,
 #                5000 blocks per thread, 100 rounds, seed 4141)
 #   TIMEOUT      seconds before a run is killed (default: 3x its duration + 30)
+#   LARGE_MODE   read by the large workload itself (inherited): mixed (default)
+#                or buffers; LARGE_ITERS=N runs N steps per thread instead of SECS
 #
 # An allocator entry may also be NAME=/path/to/lib.so.  "hakmem" missing is an
 # error (drop it from ALLOCATORS to measure the others only); missing peers
@@ -33,7 +36,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-WORKLOADS=${WORKLOADS:-"larson churn prodcons strings realloc falseshare"}
+WORKLOADS=${WORKLOADS:-"larson churn prodcons strings realloc falseshare pcqueue turnover large bignum mixed strbuild"}
 ALLOCATORS=${ALLOCATORS:-"hakmem glibc mimalloc jemalloc tcmalloc"}
 THREADS=${THREADS:-"1 2 4"}
 RUNS=${RUNS:-5}
@@ -74,7 +77,7 @@ read -r -a larson_args <<<"$LARSON_ARGS"
 [[ ${#larson_args[@]} -eq 6 ]] || die "LARSON_ARGS needs 6 numbers: sleep min max chunks rounds seed"
 larson_sleep=${larson_args[0]}
 
-known_workloads="larson churn prodcons strings realloc falseshare"
+known_workloads="larson churn prodcons strings realloc falseshare pcqueue turnover large bignum mixed strbuild"
 for w in $WORKLOADS; do
   [[ " $known_workloads " == *" $w "* ]] || die "unknown workload '$w' (known: $known_workloads)"
   [[ -x $BIN/$w ]] || die "$BIN/$w is missing: build first (cmake -S $ROOT -B $BUILD_DIR -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD_DIR -j2)"
@@ -140,6 +143,7 @@ total=$((nwl * nth * RUNS * nalloc))
 est=0
 for w in $WORKLOADS; do
   if [[ $w == larson ]]; then d=$larson_sleep; else d=$SECS; fi
+  [[ $w == large ]] && d=$(awk -v s="$SECS" 'BEGIN { print s + 1 }')   # setup: touching ~300 MiB
   est=$(awk -v e="$est" -v d="$d" -v n=$((nth * RUNS * nalloc)) 'BEGIN { printf "%d", e + n * (d + 0.15) }')
 done
 ncpu=$(nproc)
@@ -226,7 +230,8 @@ commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
 } >"$TABLE"
 
 awk -F, -v WL="$WORKLOADS" -v TH="$THREADS" -v AL="${alloc_names[*]}" \
-    -v SUMMARY="$SUMMARY" -v OUTDIR="$OUT" -v RUNS="$RUNS" -v NCPU="$ncpu" '
+    -v SUMMARY="$SUMMARY" -v OUTDIR="$OUT" -v RUNS="$RUNS" -v NCPU="$ncpu" \
+    -v LARGEMODE="${LARGE_MODE:-mixed}" '
 function sortn(a, n,   i, j, x) {
   for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
 }
@@ -284,6 +289,8 @@ END {
   if (hashak) print "hakmem/peer: hakmem median throughput / this allocator median, same workload and threads (>1: hakmem faster)."
   for (w = 1; w <= nw; w++) {
     if (wl[w] == "prodcons") print "prodcons: threads = producer/consumer pairs (2T threads)."
+    if (wl[w] == "pcqueue") print "pcqueue: threads = producer/consumer pairs (2T threads); ops = frees."
+    if (wl[w] == "large") print "large: LARGE_MODE=" LARGEMODE "; ops = malloc/calloc/realloc calls."
     if (wl[w] == "falseshare") print "falseshare: ops = writes to blocks, not mallocs."
   }
   print "This machine has " NCPU " CPUs: larger thread counts oversubscribe it."
@@ -313,7 +320,7 @@ END {
       line = th[t]
       for (a = 1; a <= na; a++) {
         k = wl[w] SUBSEP th[t] SUBSEP al[a]
-        line = line " " ((med[k] == "") ? "?" : sprintf("%.4f", med[k] / 1e6))
+        line = line " " ((med[k] == "") ? "?" : sprintf("%.6g", med[k] / 1e6))   # %g: large runs at tens of ops/s
       }
       print line > f
     }
@@ -354,9 +361,13 @@ if command -v gnuplot >/dev/null 2>&1; then
     for w in $WORKLOADS; do
       label=$w
       [[ $w == prodcons ]] && label="prodcons (x = pairs)"
+      [[ $w == pcqueue ]] && label="pcqueue (x = pairs, Mfrees/s)"
+      scale=1 ylabel=Mops/s
+      [[ $w == large ]] && { label="large, ${LARGE_MODE:-mixed} (allocations/s)"; scale=1e6; ylabel=ops/s; }
       [[ $w == falseshare ]] && label="falseshare (Mwrites/s)"
       echo "set title '$label'"
-      echo "plot for [i=2:$((nalloc + 1))] '$OUT/$w.dat' using 1:i with linespoints lt (i-1) title columnheader(i)"
+      echo "set ylabel '$ylabel'"
+      echo "plot for [i=2:$((nalloc + 1))] '$OUT/$w.dat' using 1:(column(i)*$scale) with linespoints lt (i-1) title columnheader(i)"
     done
     echo "unset multiplot"
   } >"$OUT/scaling.gp"
