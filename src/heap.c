@@ -27,7 +27,7 @@ static pthread_key_t heap_key;
 #define HEAP_CHUNK ((size_t)256 * 1024)
 #define ABANDON_SWEEP 2     /* abandoned SuperSlabs an exiting thread looks at */
 #define ADOPT_PER_REFILL 4  /* abandoned SuperSlabs one refill may adopt */
-#define ABANDON_KEEP_DIRTY ((size_t)1 << 20)  /* free pages an exiting heap may leave */
+#define ABANDON_KEEP_DIRTY ((size_t)8 << 20)  /* free pages an exiting heap may leave */
 
 hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&all_heaps, memory_order_acquire); }
 
@@ -97,6 +97,9 @@ static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss)
 {
   atomic_store_explicit(&ss->owner, h, memory_order_release);
   hak_map_set_range(ss, HAK_SS_SIZE, h->tag);  /* the leaf exists: cannot fail */
+  /* Its free pages get a full purge delay with the adopter, which adopted
+   * it to allocate: they are about to be reused, not purged and refaulted. */
+  ss->dirty_ms = hak_os_now_ms();
   hak_ss_link(h, ss);
   for (unsigned u = 0; u < HAK_UNITS;) {
     if (ss->free_units & (1u << u)) { u++; continue; }
@@ -107,7 +110,7 @@ static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss)
     for (;;) {
       if (s->used == 0) {
         hak_ss_free_slab(h, s);
-      } else if (s->free != NULL || s->capacity < s->reserved) {
+      } else if (s->free != NULL || s->rfree != NULL || s->capacity < s->reserved) {
         partial_push(h, s);
       } else if (hak_remote_mark_full(s)) {
         s->state = HAK_SLAB_FULL;
@@ -179,12 +182,21 @@ static void heap_maintain(hak_heap_t *h)
 
 /* ------------------------------------------------------------ malloc slow */
 
+/* The blocks a collect set aside become the free list (free is empty). */
+static inline bool slab_take_rfree(hak_slab_t *s)
+{
+  if (s->rfree == NULL) return false;
+  s->free = s->rfree;
+  s->rfree = NULL;
+  return true;
+}
+
 /* Make s the current slab of its class and pop a block, or NULL if it has none. */
 static void *heap_use_slab(hak_heap_t *h, hak_slab_t *s)
 {
   s->state = HAK_SLAB_CUR;
   h->cur[s->cls] = s;
-  if (s->free == NULL && hak_remote_collect(s, HAK_RS_KEEP) == 0) hak_slab_extend(s);
+  if (s->free == NULL && !slab_take_rfree(s) && hak_remote_collect(s, HAK_RS_KEEP) == 0) hak_slab_extend(s);
   if (s->free == NULL) return NULL;
   return hak_heap_alloc(h, s->cls);
 }
@@ -198,7 +210,8 @@ void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
   for (;;) {
     hak_slab_t *s = h->cur[cls];
     if (s != &hak_slab_empty) {
-      if (hak_remote_collect(s, HAK_RS_KEEP) > 0 || hak_slab_extend(s)) return hak_heap_alloc(h, cls);
+      if (slab_take_rfree(s) || hak_remote_collect(s, HAK_RS_KEEP) > 0 || hak_slab_extend(s))
+        return hak_heap_alloc(h, cls);
       if (!hak_remote_mark_full(s)) continue;  /* blocks arrived meanwhile */
       s->state = HAK_SLAB_FULL;
       h->cur[cls] = &hak_slab_empty;
@@ -361,9 +374,11 @@ void hak_heap_abandon(hak_heap_t *h)
     if (hak_ss_empty(ss)) hak_ss_release(h, ss);
   }
   /* Free pages of SuperSlabs about to be abandoned: nobody owns them until an
-   * adoption, so no delay can expire; give them back unless they are few
-   * (a thread that barely allocated; its successor likely adopts them). */
-  if ((size_t)h->dirty_units * HAK_UNIT_SIZE > ABANDON_KEEP_DIRTY) hak_ss_purge(h, true);
+   * adoption, so no delay can expire there.  Those idle past the delay go
+   * back now, and all of them if they are many; the rest (recently freed:
+   * a thread that comes next and adopts them reuses them without page
+   * faults) stay, at most ABANDON_KEEP_DIRTY per exiting heap. */
+  hak_ss_purge(h, (size_t)h->dirty_units * HAK_UNIT_SIZE > ABANDON_KEEP_DIRTY);
   for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
     next = ss->next;
     hak_ss_unlink(h, ss);

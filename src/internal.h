@@ -134,11 +134,14 @@ enum { HAK_SLAB_UNUSED = 0, HAK_SLAB_CUR, HAK_SLAB_PARTIAL, HAK_SLAB_FULL, HAK_S
  *    miss on every remote free: 41% of a producer/consumer free's samples).
  * Invariants: used = blocks handed out and not yet returned to this free list
  * (blocks waiting on the remote stack or a delayed list count as used);
- * capacity <= reserved; blocks [0, capacity) were carved; free lists only
- * blocks of this slab; used == 0 means every carved block is on free. */
+ * capacity <= reserved; blocks [0, capacity) were carved; free and rfree
+ * list only blocks of this slab; used == 0 means every carved block is on
+ * free or rfree. */
 typedef struct hak_slab {
   /* owner's working state */
   hak_block_t *free;            /* local free list (LIFO) */
+  hak_block_t *rfree;           /* blocks taken from the remote stack while free
+                                   was not empty: become free when it runs out */
   uint32_t used;
   uint32_t capacity;            /* blocks carved so far (lazy, page by page) */
   struct hak_slab *prev, *next; /* the owner heap's partial list of the class (circular) */
@@ -176,6 +179,7 @@ typedef struct hak_superslab {
   _Atomic(hak_heap_t *) owner;      /* NULL while abandoned */
   uint32_t free_units;              /* owner: bit u set = unit u not in a slab */
   uint32_t dirty_units;             /* owner: free units that may be committed */
+  uint64_t dirty_ms;                /* owner: when a unit last became dirty */
   struct hak_superslab *prev, *next;/* owner heap's SuperSlab list */
   ck_stack_entry_t handoff;         /* link on the abandoned stack or the cache */
   hak_retired_t retired;            /* link on the retire list */
@@ -316,7 +320,7 @@ struct hak_heap {
   hak_superslab_t *ss_list, *ss_tail;       /* SuperSlabs owned: with room first */
   uint32_t empty_ss;                        /* owned SuperSlabs fully empty */
   uint32_t dirty_units;                     /* free units maybe committed */
-  uint64_t dirty_since_ms;                  /* when dirty_units became non-zero */
+  uint64_t dirty_since_ms;                  /* earliest dirty_ms of its SuperSlabs with dirty units */
   uint64_t maintained_ms;                   /* last heap_maintain pass */
   ck_stack_entry_t pool_link;               /* on the free-heap pool */
   struct hak_heap *all_next;                /* list of every heap ever made */

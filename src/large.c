@@ -10,8 +10,10 @@
  *  - Huge pages: the 2 MiB regions a block covers whole are advised
  *    MADV_HUGEPAGE, so one fault maps 2 MiB (a partly used tail region keeps
  *    4 KiB pages, so RSS still follows use).
- *  - A cache of freed mappings (CACHE_SLOTS slots, at most
- *    hak_opt.large_cache bytes in all): the next large allocation takes the
+ *  - A cache of freed mappings (CACHE_SLOTS slots; committed pages at most
+ *    hak_opt.large_cache bytes, and above a quarter of that at most half
+ *    the large bytes still live; beyond that a mapping is cached as address
+ *    space only): the next large allocation takes the
  *    best fit, or grows a smaller one by remapping (its pages are reused,
  *    only the extra is fresh).  Cached mappings stay registered (their
  *    header says free, so a stray free of one is caught).  An entry idle
@@ -39,6 +41,13 @@ static _Atomic(size_t) cache_slot_size[CACHE_SLOTS];
 static _Atomic(size_t) cache_bytes;          /* dirty bytes cached, advisory */
 static _Atomic(uint32_t) cache_count;        /* mappings cached, advisory */
 static _Atomic(uint64_t) cache_oldest_ms;    /* earliest unpurged entry's free time, 0: none */
+/* Bytes of large blocks live in the process.  The cache keeps committed
+ * pages up to a quarter of hak_opt.large_cache, and beyond that only up to
+ * half of the live bytes: a program that frees its big buffers and goes
+ * idle keeps at most that quarter (no timer is needed to give the rest
+ * back), while one that keeps replacing big buffers reuses them.  relaxed:
+ * a sizing heuristic, ordered by nothing. */
+static _Atomic(size_t) large_live_bytes;
 
 static size_t large_region_tag_base(const hak_large_t *l)
 {
@@ -162,16 +171,16 @@ void hak_large_trim(void)
 
 /* Grow l's mapping to map_size bytes without copying: in place when the
  * address space after it is free, else by moving its pages to a new aligned
- * mapping.  The header at its (possibly new) address, or NULL (l untouched).
+ * mapping.  used: the bytes the block will cover (for huge pages).  The header at its (possibly new) address, or NULL (l untouched).
  * The caller owns l (a live block it holds, or a mapping out of the cache). */
-static hak_large_t *large_grow_mapping(hak_large_t *l, size_t map_size)
+static hak_large_t *large_grow_mapping(hak_large_t *l, size_t map_size, size_t used)
 {
   size_t old_size = l->map_size;
   if (hak_os_grow_in_place(l, old_size, map_size)) {
     if (hak_map_set_range((char *)l + old_size, map_size - old_size, large_region_tag_base(l))) {
       hak_gcount(&hak_gstats.mapped_bytes, map_size - old_size);
       l->map_size = map_size;
-      large_hugepage(l, old_size, map_size);
+      large_hugepage(l, old_size, used);
       return l;
     }
     (void)hak_os_grow_in_place(l, map_size, old_size);  /* shrinking in place cannot fail */
@@ -192,7 +201,7 @@ static hak_large_t *large_grow_mapping(hak_large_t *l, size_t map_size)
   n->map_size = map_size;
   n->user = (char *)n + off;
   n->dirty = dirty;
-  large_hugepage(n, 0, map_size);
+  large_hugepage(n, 0, used);
   hak_map_set_range(n, map_size, large_region_tag_base(n));
   /* The old range now reads as zero (its header's magic is gone, so a racing
    * stray free of the old address is caught); it leaves the registry and is
@@ -210,6 +219,8 @@ static hak_large_t *large_grow_mapping(hak_large_t *l, size_t map_size)
  * thread without a live heap. */
 static void count_large(hak_heap_t *h, bool alloc, uint64_t blocks, size_t bytes)
 {
+  if (alloc) atomic_fetch_add_explicit(&large_live_bytes, bytes, memory_order_relaxed);
+  else atomic_fetch_sub_explicit(&large_live_bytes, bytes, memory_order_relaxed);
   if (h->state == HAK_HEAP_LIVE) {
     hak_count(alloc ? &h->stats.large_allocs : &h->stats.large_frees, blocks);
     hak_count(alloc ? &h->stats.large_bytes_alloc : &h->stats.large_bytes_free, bytes);
@@ -228,7 +239,7 @@ static hak_large_t *large_map(size_t need, size_t map_align)
   if (map_align <= HAK_SS_SIZE) {
     hak_large_t *l = cache_take(need);
     if (l != NULL && l->map_size < map_size) {
-      hak_large_t *g = large_grow_mapping(l, map_size);
+      hak_large_t *g = large_grow_mapping(l, map_size, need);
       if (g == NULL) large_retire(l);
       l = g;
     }
@@ -245,7 +256,7 @@ static hak_large_t *large_map(size_t need, size_t map_align)
     atomic_fetch_sub_explicit(&hak_gstats.mapped_bytes, map_size, memory_order_relaxed);
     return NULL;
   }
-  large_hugepage(l, 0, map_size);
+  large_hugepage(l, 0, need);
   return l;
 }
 
@@ -297,7 +308,10 @@ bool hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   count_large(h, false, 1, l->usable);
   if (l->map_size > HAK_MAX_ALLOC / 2) return true;
   size_t cached = atomic_load_explicit(&cache_bytes, memory_order_relaxed);
-  if (cached + l->dirty > hak_opt.large_cache) {
+  size_t bound = atomic_load_explicit(&large_live_bytes, memory_order_relaxed) / 2;
+  if (bound < hak_opt.large_cache / 4) bound = hak_opt.large_cache / 4;
+  if (bound > hak_opt.large_cache) bound = hak_opt.large_cache;
+  if (cached + l->dirty > bound) {
     /* Over the bound: cache it as address space only when its pages are
      * more than the bound allows; a mapping bigger than the whole bound is
      * not worth keeping. */
@@ -331,7 +345,7 @@ void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size)
     /* Grow by at least a quarter, so a loop of small reallocs moves rarely. */
     size_t want = off + size + (size >> 2);
     size_t map_size = hak_align_up(want, HAK_SS_SIZE);
-    hak_large_t *n = large_grow_mapping(l, map_size);
+    hak_large_t *n = large_grow_mapping(l, map_size, off + size);
     if (n == NULL) return NULL;
     l = n;
   }

@@ -50,7 +50,7 @@ void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
   }
 }
 
-/* Owner: take every block of the remote stack into s->free and set the state
+/* Owner: take every block of the remote stack into s->free (or s->rfree) and set the state
  * to new_state (or keep it, with new_state > 3).  Returns the number taken. */
 uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state)
 {
@@ -65,13 +65,17 @@ uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state)
   if (list == NULL) return 0;
   uint32_t n = rs_count(old);
   if (HAK_UNLIKELY(n > s->used)) hak_fatal("remote free list holds more blocks than the slab handed out", list);
+  /* No walk in the common cases: a list's tail is found only by walking
+   * it, a cache miss per block, each last written by another core. */
   if (s->free == NULL) {
-    s->free = list;  /* the refill case: no walk */
+    s->free = list;  /* the refill case */
+  } else if (s->rfree == NULL) {
+    s->rfree = list;  /* free is used up first */
   } else {
     hak_block_t *tail = list;
     while (tail->next != NULL) tail = tail->next;
-    tail->next = s->free;
-    s->free = list;
+    tail->next = s->rfree;
+    s->rfree = list;
   }
   s->used -= n;
   return n;

@@ -60,7 +60,7 @@ void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss)
   list_insert(h, ss);
   if (hak_ss_empty(ss)) h->empty_ss++;
   if (ss->dirty_units != 0) {
-    if (h->dirty_units == 0) h->dirty_since_ms = hak_os_now_ms();
+    if (h->dirty_units == 0 || ss->dirty_ms < h->dirty_since_ms) h->dirty_since_ms = ss->dirty_ms;
     h->dirty_units += (uint32_t)__builtin_popcount(ss->dirty_units);
   }
 }
@@ -144,7 +144,7 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   hak_slab_t *s = &ss->slabs[unit];
   uint32_t bs = hak_class_size[cls];
   uint8_t *end = (uint8_t *)ss + ((size_t)(unit + span) << HAK_UNIT_SHIFT);
-  s->free = NULL;
+  s->free = s->rfree = NULL;
   s->used = 0;
   s->capacity = 0;
   s->block_size = bs;
@@ -167,7 +167,7 @@ bool hak_slab_extend(hak_slab_t *s)
 {
   if (s->capacity >= s->reserved) return false;
   uint32_t bs = s->block_size;
-  uint32_t n = bs >= 16384 ? 1 : 16384 / bs;
+  uint32_t n = bs >= HAK_PAGE_SIZE ? 1 : (uint32_t)(HAK_PAGE_SIZE / bs);
   if (n > s->reserved - s->capacity) n = s->reserved - s->capacity;
   uint8_t *first = s->start + (size_t)s->capacity * bs;
   hak_block_t *prev = s->free;
@@ -198,7 +198,8 @@ void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s)
   ss->free_units |= m;
   uint32_t newly_dirty = m & ~ss->dirty_units;
   ss->dirty_units |= m;
-  if (h->dirty_units == 0) h->dirty_since_ms = hak_os_now_ms();
+  ss->dirty_ms = hak_os_now_ms();
+  if (h->dirty_units == 0) h->dirty_since_ms = ss->dirty_ms;
   h->dirty_units += (uint32_t)__builtin_popcount(newly_dirty);
   if (hak_ss_empty(ss)) h->empty_ss++;
 }
@@ -236,16 +237,28 @@ static void purge_ss(hak_superslab_t *ss)
   ss->dirty_units = 0;
 }
 
-/* Return the pages of free units to the OS once they have been free for
- * purge_delay_ms, or at once when the heap holds more than purge_threshold
- * of them, or when forced.  A burst of frees and mallocs reuses its pages. */
+/* Return the pages of free units to the OS with a decay: a SuperSlab's free
+ * pages go back once no slab of it has been freed for purge_delay_ms (a
+ * quarter of that while the heap holds more than purge_threshold of them),
+ * or at once when forced.  Pages that were freed a moment ago are likely to
+ * be reused by the next refill: purging them costs a madvise (an IPI to
+ * every CPU running this process) and a page fault per page soon after. */
 void hak_ss_purge(hak_heap_t *h, bool force)
 {
   if (h->dirty_units == 0) return;
-  if (!force && (size_t)h->dirty_units * HAK_UNIT_SIZE <= hak_opt.purge_threshold &&
-      hak_os_now_ms() - h->dirty_since_ms < hak_opt.purge_delay_ms)
-    return;
-  for (hak_superslab_t *ss = h->ss_list; ss != NULL && ss->free_units != 0; ss = ss->next)
-    if (ss->dirty_units != 0) purge_ss(ss);
-  h->dirty_units = 0;
+  uint64_t now = hak_os_now_ms();
+  bool over = (size_t)h->dirty_units * HAK_UNIT_SIZE > hak_opt.purge_threshold;
+  uint64_t age = over ? hak_opt.purge_delay_ms / 4 : hak_opt.purge_delay_ms;
+  if (!force && now - h->dirty_since_ms < age) return;
+  uint64_t oldest = now;
+  for (hak_superslab_t *ss = h->ss_list; ss != NULL && ss->free_units != 0; ss = ss->next) {
+    if (ss->dirty_units == 0) continue;
+    if (force || now - ss->dirty_ms >= age) {
+      h->dirty_units -= (uint32_t)__builtin_popcount(ss->dirty_units);
+      purge_ss(ss);
+    } else if (ss->dirty_ms < oldest) {
+      oldest = ss->dirty_ms;
+    }
+  }
+  h->dirty_since_ms = oldest;
 }
