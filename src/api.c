@@ -20,16 +20,25 @@ static HAK_NOINLINE void *malloc_large(size_t n)
   return hak_large_alloc(hak_tls_heap, n, HAK_MIN_ALIGN, false);
 }
 
-void *hak_malloc(size_t n)
+/* Sizes above 1 KiB: a computed size class, or a large block. */
+static HAK_NOINLINE void *malloc_medium(size_t n)
 {
   if (HAK_LIKELY(n <= HAK_SMALL_MAX)) return hak_heap_alloc(hak_tls_heap, hak_size_class(n));
   return malloc_large(n);
+}
+
+/* Most allocations are small: one compare and a table lookup to the class. */
+void *hak_malloc(size_t n)
+{
+  if (HAK_LIKELY(n <= 1024)) return hak_heap_alloc(hak_tls_heap, hak_class_small[(n + 15) >> 4]);
+  return malloc_medium(n);
 }
 
 /* -------------------------------------------------------------------- free */
 
 static void count_free(hak_heap_t *h, size_t cls, bool remote)
 {
+  if (!hak_opt.stats) return;
   if (h->state == HAK_HEAP_LIVE) {
     hak_count(&h->stats.frees[cls], 1);
     if (remote) hak_count(&h->stats.remote_frees, 1);
@@ -40,11 +49,18 @@ static void count_free(hak_heap_t *h, size_t cls, bool remote)
   }
 }
 
+_Noreturn HAK_COLD void hak_free_invalid(const void *p, bool owner)
+{
+  hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
+  if (!hak_slab_is_block(s, p, owner ? s->capacity : s->reserved)) hak_fatal("free(): not a block start", p);
+  hak_fatal("free(): double free", p);
+}
+
 static void free_foreign(hak_heap_t *h, void *p)
 {
   if (p == NULL || hak_boot_owns(p)) return;
   if (h->state == HAK_HEAP_LIVE) hak_count(&h->stats.foreign_frees, 1);
-  else hak_gcount(&hak_gstats.foreign_frees, 1);
+  else if (hak_opt.stats) hak_gcount(&hak_gstats.foreign_frees, 1);
   hak_sys_free(p);
 }
 
@@ -53,8 +69,8 @@ static void free_remote(hak_heap_t *h, void *p)
 {
   hak_superslab_t *ss = hak_ss_of(p);
   hak_slab_t *s = hak_slab_of(ss, p);
-  if (HAK_UNLIKELY(hak_slab_block_index(s, p, s->reserved) == UINT32_MAX)) hak_fatal("free(): not a block start", p);
-  if (HAK_UNLIKELY(((hak_block_t *)p)->key == hak_free_key)) hak_fatal("free(): double free", p);
+  if (HAK_UNLIKELY(!hak_slab_is_block(s, p, s->reserved) || ((hak_block_t *)p)->key == hak_free_key))
+    hak_free_invalid(p, false);
   size_t cls = s->cls;  /* read before the push: then the owner may reuse the slab */
   hak_remote_free(ss, s, (hak_block_t *)p);
   count_free(h, cls, true);
@@ -110,7 +126,7 @@ static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
 {
   if (tag == h->tag) {
     hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
-    if (hak_slab_block_index(s, p, s->capacity) == UINT32_MAX) hak_fatal("not a block start", p);
+    if (!hak_slab_is_block(s, p, s->capacity)) hak_fatal("not a block start", p);
     return s->block_size;
   }
   size_t n = 0;
@@ -118,7 +134,7 @@ static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
   tag = hak_map_get(p);
   if ((tag & HAK_TAG_KIND) == HAK_TAG_SS) {
     hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
-    if (hak_slab_block_index(s, p, s->reserved) == UINT32_MAX) hak_fatal("not a block start", p);
+    if (!hak_slab_is_block(s, p, s->reserved)) hak_fatal("not a block start", p);
     n = s->block_size;
   } else if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
     hak_large_t *l = hak_large_of(tag, p);

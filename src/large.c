@@ -31,6 +31,7 @@
 #include "internal.h"
 
 #define CACHE_SLOTS 16
+#define CACHE_MAP_MAX ((size_t)1 << 30)  /* larger mappings are unmapped when freed */
 
 /* Cache slots: a slot holds a free mapping or NULL; a thread owns a mapping
  * once its exchange took it out of the slot.  slot_size is advisory (the
@@ -54,11 +55,12 @@ static size_t large_region_tag_base(const hak_large_t *l)
   return (((uintptr_t)l >> HAK_SS_SHIFT) << 2) | HAK_TAG_LARGE;
 }
 
-/* Take l out of the registry; it is unmapped after a grace period.
- * Outside any read-side section (it may flush). */
+/* Unmap l after a grace period.  It stays in the registry, its header
+ * saying free, until the retire list is flushed, so a second free of its
+ * block in the meantime is still reported as a double free.  Outside any
+ * read-side section (it may flush). */
 static void large_retire(hak_large_t *l)
 {
-  hak_map_clear_range(l->map_base, l->map_size);
   hak_retire(&l->retired, l->map_base, l->map_size);
 }
 
@@ -221,6 +223,7 @@ static void count_large(hak_heap_t *h, bool alloc, uint64_t blocks, size_t bytes
 {
   if (alloc) atomic_fetch_add_explicit(&large_live_bytes, bytes, memory_order_relaxed);
   else atomic_fetch_sub_explicit(&large_live_bytes, bytes, memory_order_relaxed);
+  if (!hak_opt.stats) return;
   if (h->state == HAK_HEAP_LIVE) {
     hak_count(alloc ? &h->stats.large_allocs : &h->stats.large_frees, blocks);
     hak_count(alloc ? &h->stats.large_bytes_alloc : &h->stats.large_bytes_free, bytes);
@@ -262,6 +265,7 @@ static hak_large_t *large_map(size_t need, size_t map_align)
 
 void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero)
 {
+  hak_init();  /* a thread's first call may be a large one: options first */
   if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
   size_t off = hak_align_up(sizeof(hak_large_t), align);
   if (size > HAK_MAX_ALLOC || off > HAK_MAX_ALLOC - size) { errno = ENOMEM; return NULL; }
@@ -312,10 +316,11 @@ bool hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   if (bound < hak_opt.large_cache / 4) bound = hak_opt.large_cache / 4;
   if (bound > hak_opt.large_cache) bound = hak_opt.large_cache;
   if (cached + l->dirty > bound) {
-    /* Over the bound: cache it as address space only when its pages are
-     * more than the bound allows; a mapping bigger than the whole bound is
-     * not worth keeping. */
-    if (l->map_size > hak_opt.large_cache) return true;
+    /* Over the bound: cache it as address space only (its pages go back
+     * now).  It stays registered with its header saying free, so a second
+     * free of it is still caught as a double free, and a later allocation
+     * saves the mmap, the munmap and the grace period. */
+    if (l->map_size > CACHE_MAP_MAX) return true;
     large_purge_from(l, 0);
   }
   uint64_t now = hak_os_now_ms();

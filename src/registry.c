@@ -86,8 +86,10 @@ static _Atomic(size_t) retire_bytes;
 #define RETIRE_BYTES ((size_t)16 << 20)  /* flush sooner when this much waits */
 
 /* Unmap [base, base+size) after a grace period; r lives inside the region.
- * The caller has taken the region out of the registry.  Once r is pushed,
- * another thread's flush may unmap it: nothing of it is read after the push. */
+ * The region may still be in the registry (a freed large block stays there,
+ * so a second free of it is still reported as a double free): the flush
+ * takes it out before its grace period.  Once r is pushed, another thread's
+ * flush may unmap it: nothing of it is read after the push. */
 void hak_retire(hak_retired_t *r, void *base, size_t size)
 {
   r->base = base;
@@ -114,6 +116,10 @@ void hak_retire_flush(void)
   }
   atomic_fetch_sub_explicit(&retire_pending, n, memory_order_relaxed);
   atomic_fetch_sub_explicit(&retire_bytes, bytes, memory_order_relaxed);
+  /* Out of the registry first, then a grace period: a reader that saw the
+   * old tag has left its read-side section before the memory goes. */
+  for (ck_stack_entry_t *x = e; x != NULL; x = x->next)
+    hak_map_clear_range(((hak_retired_t *)x)->base, ((hak_retired_t *)x)->size);
   urcu_bp_synchronize_rcu();
   while (e != NULL) {
     hak_retired_t *r = (hak_retired_t *)e;  /* link is the first member */

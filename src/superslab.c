@@ -109,6 +109,15 @@ static int find_run(uint32_t free, unsigned span)
   return -1;
 }
 
+/* The inverse of odd x modulo 2^64 (Newton's iteration: each step doubles
+ * the correct low bits; x is its own inverse modulo 8). */
+static uint64_t mod_inverse(uint64_t x)
+{
+  uint64_t y = x;
+  for (int i = 0; i < 5; i++) y *= 2 - x * y;
+  return y;
+}
+
 /* A new slab of class cls: from a SuperSlab in use if one has room, else from
  * an empty one the heap keeps, else (if may_map) from a cached or new one. */
 hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
@@ -148,7 +157,8 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   s->used = 0;
   s->capacity = 0;
   s->block_size = bs;
-  s->inv = (((uint64_t)1 << 40) + bs - 1) / bs;
+  s->shift = (uint8_t)__builtin_ctz(bs);
+  s->minv = mod_inverse(bs >> s->shift);
   s->reserved = (uint32_t)((size_t)(end - s->start) / bs);
   s->prev = s->next = NULL;
   s->cls = (uint8_t)cls;

@@ -30,6 +30,9 @@ set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 jobs=${JOBS:-2}
+# The stress programs check hakmem's block counts, which it keeps only with
+# HAKMEM_STATS=1 (the accounting patch is caught by that check).
+export HAKMEM_STATS=1
 supp=$repo/tsan/suppressions.txt
 work=$(mktemp -d /tmp/hakmem-prove.XXXXXX)
 if [[ "${KEEP_TMP:-0}" == 1 ]]; then

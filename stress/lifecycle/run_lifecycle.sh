@@ -19,7 +19,9 @@
 #   - with a hakmem report: allocs >= the program's own count of allocations
 #     (mallocs=N in LC_METRICS; proves hakmem served them), remote_frees >=
 #     the program's count of frees by a non-owning thread whose owner was
-#     alive (cross_frees=N, lc_return only), and with --balanced the balance.
+#     alive (cross_frees=N, lc_return only; lc_return --large reports
+#     large_cross_frees instead, not checked: hakmem counts no free of a
+#     large block as remote), and with --balanced the balance.
 #
 # glibc caches the stacks of exited threads together with their DTV, a block
 # it allocates through malloc and frees only when the stack leaves the cache:

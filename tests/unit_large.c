@@ -1,0 +1,691 @@
+/* unit_large: the large-block path (blocks beyond the largest size class, and
+ * alignments beyond what a size class serves) through the prefixed API.
+ *
+ *   unit_large                   every section below except the misuse cases
+ *   unit_large <case>            one misuse case in a child process:
+ *     double_free                hak_free twice on a 5 MiB block
+ *     double_free_reused         a block freed, its mapping handed out again
+ *                                and freed, then the first pointer freed again
+ *     double_free_aligned        hak_free twice on a 4 MiB-aligned block
+ *     interior                   hak_free(p + 4096) inside a 5 MiB block
+ *     double_free_huge           hak_free twice on a 100 MiB block (bigger than
+ *                                HAKMEM_LARGE_CACHE_KB: its pages go back at once)
+ *     double_free_retired        hak_free twice on a 40 MiB block freed while
+ *                                the 16 cache slots are full (its mapping is
+ *                                retired and unmapped; not a ctest yet, see
+ *                                tests/CMakeLists.txt)
+ *
+ * Sections (each says which contract it checks):
+ *   - calloc of large sizes is all zero, also when it reuses a freed mapping
+ *     dirtied with 0xAB: sizes smaller than, equal to and larger than the
+ *     dirtied block (a larger one grows the cached mapping), with other large
+ *     blocks live (the cache keeps the dirty pages) and without (it purges);
+ *     plus a chain through realloc growth, shrink (tail purged) and smaller
+ *     callocs, so the record of which part of a mapping is dirty is tested
+ *     across every operation that changes it;
+ *   - realloc growth by doubling from 1 MiB to 256 MiB (64 MiB under TSan),
+ *     back down and up again
+ *     in odd steps: the contents are kept every time and the usable size
+ *     covers the request; live_bytes follows the usable size;
+ *   - realloc between small and large blocks in both directions keeps the
+ *     contents;
+ *   - alignments beyond 2 MiB (4, 8, 16 MiB) for large and small sizes:
+ *     aligned, writable, disjoint, freeable, again after reuse, and the
+ *     mappings they leave in the cache serve calloc (zeroed) and realloc;
+ *   - hak_stats_get counts large allocations and frees exactly (also frees by
+ *     another thread, and reallocs, which are neither), and after hak_collect
+ *     every large mapping is unmapped (mapped_bytes back to its start).
+ *
+ * The contents pattern depends on the block's seed and the byte offset, not
+ * on the address (realloc moves blocks).  It is a table window per 512 KiB
+ * chunk, so filling is memcpy and checking is memcmp: fast under the
+ * sanitizers too.  Every page of a chunk holds different random words and
+ * every chunk starts its window elsewhere, so a page moved to the wrong place
+ * or zeroed shows.
+ *
+ * The misuse cases fork a child, as unit_fork does: the child must die of
+ * SIGABRT with "hakmem" on stderr.  Under ThreadSanitizer they report a skip
+ * (exit 77).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "hakmem.h"
+
+#define KiB ((size_t)1024)
+#define MiB (1024 * KiB)
+#define SMALL_MAX (256 * KiB) /* largest size class */
+
+#define SKIP_CODE 77
+#define CHILD_SECONDS 20
+
+/* Under ThreadSanitizer every byte a test touches costs shadow memory (fresh
+ * pages, each a page fault, for every new mapping), about 30 times the
+ * native cost: there the biggest sizes are scaled down (the same paths run). */
+#if defined(HAKMEM_TSAN) || defined(__SANITIZE_THREAD__)
+#define SCALED_DOWN 1
+#define REALLOC_MAX (64 * MiB)
+#define ALIGNED_BIG (8 * MiB)
+#else
+#define SCALED_DOWN 0
+#define REALLOC_MAX (256 * MiB)
+#define ALIGNED_BIG (20 * MiB)
+#endif
+
+static bool aligned_to(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
+
+static hak_stats_t stats_now(void) {
+  hak_stats_t s;
+  memset(&s, 0xa5, sizeof s);
+  hak_stats_get(&s);
+  return s;
+}
+
+static unsigned long long ull(uint64_t x) { return (unsigned long long)x; }
+
+/* ---------------------------------------------------------------- */
+/* Offset-derived pattern (see the top comment). */
+
+#define PAT_WORDS 65536u
+#define PAT_CHUNK ((size_t)PAT_WORDS * 8) /* 512 KiB */
+static uint64_t pat_table[2 * PAT_WORDS];
+
+static void pat_init(void) {
+  uint64_t s = 0x2545F4914F6CDD1Dull;
+  for (unsigned i = 0; i < PAT_WORDS; i++) {
+    s += 0x9E3779B97F4A7C15ull;
+    pat_table[i] = pat_table[i + PAT_WORDS] = check_mix(s, i);
+  }
+}
+
+static const unsigned char *pat_window(uint64_t seed, size_t chunk) {
+  return (const unsigned char *)&pat_table[(seed * 7919u + chunk * 40503u) % PAT_WORDS];
+}
+
+/* Write the pattern of seed into bytes [from, to) of p. */
+static void pat_fill(void *p, size_t from, size_t to, uint64_t seed) {
+  unsigned char *b = p;
+  while (from < to) {
+    size_t c = from / PAT_CHUNK, in = from % PAT_CHUNK;
+    size_t n = PAT_CHUNK - in < to - from ? PAT_CHUNK - in : to - from;
+    memcpy(b + from, pat_window(seed, c) + in, n);
+    from += n;
+  }
+}
+
+/* The first offset in [from, to) whose byte differs from the pattern, or to. */
+static size_t pat_verify(const void *p, size_t from, size_t to, uint64_t seed) {
+  const unsigned char *b = p;
+  while (from < to) {
+    size_t c = from / PAT_CHUNK, in = from % PAT_CHUNK;
+    size_t n = PAT_CHUNK - in < to - from ? PAT_CHUNK - in : to - from;
+    const unsigned char *w = pat_window(seed, c) + in;
+    if (memcmp(b + from, w, n) != 0) {
+      for (size_t i = 0; i < n; i++)
+        if (b[from + i] != w[i]) return from + i;
+    }
+    from += n;
+  }
+  return to;
+}
+
+/* Checks that p holds n zero bytes; reports the first other one. */
+static void check_zero(const char *what, const void *p, size_t n) {
+  size_t at = check_first_nonzero(p, n);
+  CHECK(at == n, "%s: %p: byte at offset %zu of %zu is 0x%02x, not zero", what, p, at, n,
+        at < n ? ((const unsigned char *)p)[at] : 0);
+}
+
+/* Large blocks held live, never touched (address space only): with them the
+ * cache keeps a freed mapping's dirty pages (it keeps committed pages up to
+ * half of the large bytes still live), so calloc meets dirty memory. */
+static void *ballast_take(void) {
+  void *b = hak_malloc(256 * MiB);
+  REQUIRE(b != NULL, "hak_malloc(256 MiB) for the ballast returned NULL");
+  return b;
+}
+
+/* ---------------------------------------------------------------- */
+/* calloc zeroes, also over a reused, dirtied mapping. */
+
+static void test_calloc_reuse(void) {
+  check_begin("calloc of large sizes is zero, also over a dirtied, reused mapping");
+  static const size_t base[] = {300 * KiB, 1 * MiB, 5 * MiB, 17 * MiB, 40 * MiB};
+  for (int with_live = 1; with_live >= 0; with_live--) {
+    void *ballast = with_live ? ballast_take() : NULL;
+    for (size_t k = 0; k < sizeof base / sizeof base[0]; k++) {
+      size_t n = base[k];
+      size_t half = n / 2 > SMALL_MAX + 1 ? n / 2 : SMALL_MAX + 1;
+      const size_t sizes[] = {half, n - 4 * KiB - 1, n, n + 1, n + 2 * MiB + 3, 2 * n};
+      size_t nsizes = sizeof sizes / sizeof sizes[0];
+      /* scaled down: without live blocks (purged reuse) only up to 5 MiB, and no 2n */
+      if (SCALED_DOWN && !with_live && n > 5 * MiB) continue;
+      if (SCALED_DOWN) nsizes--;
+      size_t same = 0, smaller_or_equal = 0;
+      for (size_t i = 0; i < nsizes; i++) {
+        size_t m = sizes[i];
+        hak_collect(); /* an empty cache: a reuse can only be of the block dirtied next */
+        unsigned char *d = hak_malloc(n);
+        REQUIRE(d != NULL, "hak_malloc(%zu) returned NULL", n);
+        size_t du = hak_malloc_usable_size(d);
+        CHECK(du >= n, "hak_malloc(%zu): usable %zu", n, du);
+        memset(d, 0xAB, du);
+        hak_free(d);
+        unsigned char *c = (m % 16 == 0 && i % 2) ? hak_calloc(m / 16, 16) : hak_calloc(m, 1);
+        REQUIRE(c != NULL, "hak_calloc of %zu bytes returned NULL", m);
+        CHECK(aligned_to(c, 16), "hak_calloc(%zu) = %p not 16-aligned", m, c);
+        CHECK(hak_malloc_usable_size(c) >= m, "hak_calloc(%zu): usable %zu", m,
+              hak_malloc_usable_size(c));
+        char what[160];
+        snprintf(what, sizeof what, "%s live blocks: calloc(%zu) after a %zu-byte block dirtied with 0xAB (%s block)",
+                 with_live ? "with" : "without", m, n, c == d ? "same" : "another");
+        check_zero(what, c, m);
+        if (m <= n) {
+          smaller_or_equal++;
+          same += c == d;
+        }
+        hak_free(c);
+      }
+      /* The test must exercise what it claims: a calloc that reuses the
+       * mapping just dirtied (best fit from a cache holding only it). */
+      CHECK(same > 0, "%s live blocks: no calloc of <= %zu bytes reused the freed %zu-byte block "
+            "(0 of %zu): calloc over a dirty mapping was not exercised",
+            with_live ? "with" : "without", n, n, smaller_or_equal);
+    }
+    hak_free(ballast);
+  }
+
+  /* A chain of operations that each change which part of the mapping is
+   * dirty: realloc growth (pages moved or grown in place), shrink (tail given
+   * back), reuse by a smaller calloc (excess given back or kept), then larger
+   * callocs that grow the reused mapping. */
+  void *ballast = ballast_take();
+  hak_collect();
+  unsigned char *a = hak_malloc(8 * MiB);
+  REQUIRE(a != NULL, "hak_malloc(8 MiB)");
+  memset(a, 0xAB, hak_malloc_usable_size(a));
+  a = hak_realloc(a, 20 * MiB);
+  REQUIRE(a != NULL, "hak_realloc(8 -> 20 MiB)");
+  memset(a, 0xAB, hak_malloc_usable_size(a));
+  a = hak_realloc(a, 2 * MiB);
+  REQUIRE(a != NULL, "hak_realloc(20 -> 2 MiB)");
+  a = hak_realloc(a, 12 * MiB);
+  REQUIRE(a != NULL, "hak_realloc(2 -> 12 MiB)");
+  memset(a, 0xAB, hak_malloc_usable_size(a));
+  hak_free(a);
+  static const size_t chain[] = {30 * MiB, 3 * MiB, 9 * MiB, 300 * KiB, 24 * MiB + 5, 64 * MiB};
+  for (size_t i = 0; i < sizeof chain / sizeof chain[0]; i++) {
+    unsigned char *c = hak_calloc(1, chain[i]);
+    REQUIRE(c != NULL, "hak_calloc(1, %zu)", chain[i]);
+    char what[96];
+    snprintf(what, sizeof what, "chain step %zu: calloc(%zu)", i, chain[i]);
+    check_zero(what, c, chain[i]);
+    memset(c, 0xEE, hak_malloc_usable_size(c));
+    hak_free(c);
+  }
+  hak_free(ballast);
+  hak_collect();
+}
+
+/* ---------------------------------------------------------------- */
+/* realloc growth by doubling keeps the contents. */
+
+static size_t in_place, moved;
+
+/* realloc p (whose first `have` bytes hold the pattern) to n bytes: checks
+ * the result, the kept prefix and the usable size; writes the pattern over
+ * the new bytes.  Returns the new block. */
+static unsigned char *realloc_checked(unsigned char *p, size_t have, size_t n, uint64_t seed,
+                                      const char *phase) {
+  unsigned char *q = hak_realloc(p, n);
+  REQUIRE(q != NULL, "%s: hak_realloc(%p, %zu -> %zu) returned NULL", phase, (void *)p, have, n);
+  if (q == p) in_place++;
+  else moved++;
+  CHECK(aligned_to(q, 16), "%s: realloc(%zu -> %zu) = %p not 16-aligned", phase, have, n, q);
+  size_t u = hak_malloc_usable_size(q);
+  CHECK(u >= n, "%s: realloc(%zu -> %zu): usable %zu < %zu", phase, have, n, u, n);
+  size_t keep = have < n ? have : n;
+  size_t at = pat_verify(q, 0, keep, seed);
+  CHECK(at == keep, "%s: realloc(%zu -> %zu) %s: contents lost at offset %zu of %zu kept",
+        phase, have, n, q == p ? "in place" : "moved", at, keep);
+  if (n > have) pat_fill(q, have, n, seed);
+  q[u - 1] = 0x5A;                      /* the whole usable size is writable */
+  if (u - 1 < n) pat_fill(q, u - 1, n, seed); /* (u == n: put the pattern back) */
+  return q;
+}
+
+static void test_realloc_doubling(void) {
+  char title[96];
+  snprintf(title, sizeof title, "realloc doubling 1 MiB -> %zu MiB, down and up again: contents kept",
+           (size_t)REALLOC_MAX / MiB);
+  check_begin(title);
+  const size_t max = REALLOC_MAX;
+  const uint64_t seed = 0xD0B1E;
+  hak_stats_t s0 = stats_now();
+  in_place = moved = 0;
+  size_t have = 1 * MiB;
+  unsigned char *p = hak_malloc(have);
+  REQUIRE(p != NULL, "hak_malloc(1 MiB)");
+  pat_fill(p, 0, have, seed);
+  /* A small block allocated between the steps moves the address space
+   * around, so some growths cannot happen in place. */
+  for (size_t n = 2 * MiB; n <= max; n *= 2) {
+    p = realloc_checked(p, have, n, seed, "doubling");
+    have = n;
+    hak_stats_t s = stats_now();
+    CHECK(s.live_bytes - s0.live_bytes == hak_malloc_usable_size(p),
+          "after realloc to %zu: live_bytes grew by %llu, the block's usable size is %zu", n,
+          ull(s.live_bytes - s0.live_bytes), hak_malloc_usable_size(p));
+  }
+  size_t up_in_place = in_place, up_moved = moved;
+  for (size_t n = max / 2; n >= 1 * MiB; n /= 2) {
+    p = realloc_checked(p, have, n, seed, "halving");
+    have = n;
+    hak_stats_t s = stats_now();
+    CHECK(s.live_bytes - s0.live_bytes == hak_malloc_usable_size(p),
+          "after realloc down to %zu: live_bytes grew by %llu, the block's usable size is %zu", n,
+          ull(s.live_bytes - s0.live_bytes), hak_malloc_usable_size(p));
+  }
+  /* Up again in odd steps (not page or 2 MiB multiples), with other large
+   * blocks coming and going in between. */
+  for (size_t n = have * 3 + 12345; have < max; n = n * 3 + 12345) {
+    if (n > max) n = max;
+    void *other = hak_malloc(n / 4 + 5);
+    REQUIRE(other != NULL, "hak_malloc(%zu)", n / 4 + 5);
+    p = realloc_checked(p, have, n, seed, "growing again");
+    have = n;
+    hak_free(other);
+  }
+  CHECK(pat_verify(p, 0, have, seed) == have, "final check of %zu bytes failed", have);
+  hak_free(p);
+  hak_stats_t s1 = stats_now();
+  CHECK(s1.live_bytes == s0.live_bytes, "live_bytes %llu after freeing, was %llu",
+        ull(s1.live_bytes), ull(s0.live_bytes));
+  CHECK(s1.allocs - s0.allocs == s1.frees - s0.frees, "%llu allocs but %llu frees",
+        ull(s1.allocs - s0.allocs), ull(s1.frees - s0.frees));
+  printf("   reallocs growing 1 -> %zu MiB: %zu in place, %zu moved; overall %zu in place, %zu moved\n",
+         max / MiB, up_in_place, up_moved, in_place, moved);
+  hak_collect();
+}
+
+/* ---------------------------------------------------------------- */
+/* realloc between small and large blocks. */
+
+static void test_realloc_small_large(void) {
+  check_begin("realloc small <-> large keeps contents");
+  hak_stats_t s0 = stats_now();
+  static const size_t small[] = {1, 100, 4096, 65536, 200000, SMALL_MAX};
+  static const size_t large[] = {SMALL_MAX + 1, 1 * MiB, 3 * MiB + 7, 24 * MiB};
+  uint64_t seed = 100;
+  for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+    for (size_t j = 0; j < sizeof large / sizeof large[0]; j++) {
+      size_t s = small[i], l = large[j];
+      seed++;
+      /* small -> large -> small */
+      unsigned char *p = hak_malloc(s);
+      REQUIRE(p != NULL, "hak_malloc(%zu)", s);
+      pat_fill(p, 0, s, seed);
+      p = realloc_checked(p, s, l, seed, "small to large");
+      p = realloc_checked(p, l, s, seed, "large to small");
+      hak_free(p);
+      /* large -> small -> large */
+      p = hak_malloc(l);
+      REQUIRE(p != NULL, "hak_malloc(%zu)", l);
+      pat_fill(p, 0, l, seed);
+      p = realloc_checked(p, l, s, seed, "large to small");
+      p = realloc_checked(p, s, l, seed, "small to large");
+      CHECK(pat_verify(p, 0, l, seed) == l, "large %zu -> small %zu -> large: contents", l, s);
+      hak_free(p);
+    }
+  }
+  hak_stats_t s1 = stats_now();
+  CHECK(s1.live_bytes == s0.live_bytes, "live_bytes %llu after freeing, was %llu",
+        ull(s1.live_bytes), ull(s0.live_bytes));
+  CHECK(s1.allocs - s0.allocs == s1.frees - s0.frees, "%llu allocs but %llu frees",
+        ull(s1.allocs - s0.allocs), ull(s1.frees - s0.frees));
+}
+
+/* ---------------------------------------------------------------- */
+/* Alignments beyond 2 MiB. */
+
+enum { API_POSIX, API_ALIGNED, API_MEMALIGN, NAPI };
+static const char *const api_name[NAPI] = {"posix_memalign", "aligned_alloc", "memalign"};
+
+static void *alloc_aligned(int api, size_t align, size_t size) {
+  switch (api) {
+    case API_POSIX: {
+      void *out = NULL;
+      int rc = hak_posix_memalign(&out, align, size);
+      return rc == 0 ? out : NULL;
+    }
+    case API_ALIGNED: return hak_aligned_alloc(align, size);
+    default: return hak_memalign(align, size);
+  }
+}
+
+static void test_aligned_large(void) {
+  check_begin("alignments 4, 8, 16 MiB: aligned, writable, freeable, reused");
+  static const size_t aligns[] = {4 * MiB, 8 * MiB, 16 * MiB};
+  static const size_t sizes[] = {1, 300 * KiB, 2 * MiB, 5 * MiB + 3, ALIGNED_BIG};
+  enum { NS = sizeof sizes / sizeof sizes[0] };
+  hak_stats_t s0 = stats_now();
+  void *ballast = ballast_take(); /* freed mappings keep their dirty pages */
+  for (size_t ai = 0; ai < sizeof aligns / sizeof aligns[0]; ai++) {
+    size_t a = aligns[ai];
+    for (int round = 0; round < 2; round++) { /* the second may get the first's mappings */
+      void *p[NAPI][NS];
+      size_t u[NAPI][NS];
+      for (int api = 0; api < NAPI; api++) {
+        for (size_t k = 0; k < NS; k++) {
+          p[api][k] = alloc_aligned(api, a, sizes[k]);
+          REQUIRE(p[api][k] != NULL, "%s(%zu, %zu) failed (errno %d)", api_name[api], a, sizes[k], errno);
+          CHECK(aligned_to(p[api][k], a), "round %d: %s(%zu, %zu) = %p is not aligned", round,
+                api_name[api], a, sizes[k], p[api][k]);
+          u[api][k] = hak_malloc_usable_size(p[api][k]);
+          CHECK(u[api][k] >= sizes[k], "%s(%zu, %zu): usable %zu", api_name[api], a, sizes[k], u[api][k]);
+          pat_fill(p[api][k], 0, u[api][k], a + (size_t)api * 131 + k * 7 + (size_t)round);
+        }
+      }
+      for (int api = 0; api < NAPI; api++) {
+        for (size_t k = 0; k < NS; k++) {
+          size_t at = pat_verify(p[api][k], 0, u[api][k], a + (size_t)api * 131 + k * 7 + (size_t)round);
+          CHECK(at == u[api][k], "round %d: %s(%zu, %zu) at %p: byte %zu overwritten (blocks overlap?)",
+                round, api_name[api], a, sizes[k], p[api][k], at);
+        }
+      }
+      for (size_t k = 0; k < NS; k++) {
+        hak_free(p[API_POSIX][k]);
+        hak_free_aligned_sized(p[API_ALIGNED][k], a, sizes[k]);
+        hak_free(p[API_MEMALIGN][k]);
+      }
+    }
+    /* The cache now holds mappings these blocks left: ordinary callocs and
+     * mallocs may take them (the block then starts elsewhere in it). */
+    for (size_t k = 1; k < NS; k++) {
+      unsigned char *c = hak_calloc(1, sizes[k]);
+      REQUIRE(c != NULL, "hak_calloc(1, %zu)", sizes[k]);
+      char what[96];
+      snprintf(what, sizeof what, "calloc(%zu) after freeing %zu-aligned blocks", sizes[k], a);
+      check_zero(what, c, sizes[k]);
+      memset(c, 0x3C, hak_malloc_usable_size(c));
+      hak_free(c);
+    }
+    /* An aligned block reallocated keeps its contents (not necessarily its
+     * alignment: realloc promises malloc's). */
+    unsigned char *r = alloc_aligned(API_ALIGNED, a, 3 * MiB);
+    REQUIRE(r != NULL, "aligned_alloc(%zu, 3 MiB)", a);
+    CHECK(aligned_to(r, a), "aligned_alloc(%zu, 3 MiB) = %p", a, (void *)r);
+    pat_fill(r, 0, 3 * MiB, a);
+    size_t grown = (SCALED_DOWN ? 1 : 3) * a + 5;
+    r = realloc_checked(r, 3 * MiB, grown, a, "aligned block grown");
+    r = realloc_checked(r, grown, 1 * MiB, a, "aligned block shrunk");
+    r = realloc_checked(r, 1 * MiB, 1000, a, "aligned block to small");
+    hak_free(r);
+  }
+  hak_free(ballast);
+  hak_stats_t s1 = stats_now();
+  CHECK(s1.live_bytes == s0.live_bytes, "live_bytes %llu after freeing, was %llu",
+        ull(s1.live_bytes), ull(s0.live_bytes));
+  CHECK(s1.allocs - s0.allocs == s1.frees - s0.frees, "%llu allocs but %llu frees",
+        ull(s1.allocs - s0.allocs), ull(s1.frees - s0.frees));
+  hak_collect();
+}
+
+/* ---------------------------------------------------------------- */
+/* Exact counters. */
+
+struct free_job { void **p; size_t from, to; };
+
+static void *free_range(void *arg) {
+  struct free_job *j = arg;
+  for (size_t i = j->from; i < j->to; i++) hak_free(j->p[i]);
+  return NULL;
+}
+
+static void test_stats(void) {
+  check_begin("stats count large allocations and frees exactly");
+  enum { N = 48 };
+  void *p[N];
+  hak_collect();
+  hak_stats_t s0 = stats_now();
+  uint64_t usable = 0;
+  for (int i = 0; i < N; i++) {
+    size_t s = SMALL_MAX + 1 + (size_t)i * 190001u; /* 256 KiB + 1 .. about 9 MiB */
+    switch (i % 6) {
+      case 0: p[i] = hak_malloc(s); break;
+      case 1: p[i] = hak_calloc(1, s); break;
+      case 2: p[i] = hak_aligned_alloc(4 * MiB, s); break;
+      case 3: p[i] = hak_memalign(64, s); break;
+      case 4: p[i] = hak_realloc(NULL, s); break;
+      default: { void *o = NULL; p[i] = hak_posix_memalign(&o, 8 * MiB, s) == 0 ? o : NULL; break; }
+    }
+    REQUIRE(p[i] != NULL, "allocation #%d of %zu bytes returned NULL", i, s);
+    ((unsigned char *)p[i])[0] = 1;
+    ((unsigned char *)p[i])[s - 1] = 2;
+    usable += hak_malloc_usable_size(p[i]);
+  }
+  hak_stats_t s1 = stats_now();
+  CHECK(s1.allocs - s0.allocs == N, "allocs delta %llu, expected %d", ull(s1.allocs - s0.allocs), N);
+  CHECK(s1.large_allocs - s0.large_allocs == N, "large_allocs delta %llu, expected %d",
+        ull(s1.large_allocs - s0.large_allocs), N);
+  CHECK(s1.frees == s0.frees, "frees delta %llu, expected 0", ull(s1.frees - s0.frees));
+  CHECK(s1.live_bytes - s0.live_bytes == usable, "live_bytes delta %llu, usable sizes add to %llu",
+        ull(s1.live_bytes - s0.live_bytes), ull(usable));
+  CHECK(s1.mapped_bytes - s0.mapped_bytes >= usable, "mapped_bytes grew by %llu for %llu usable bytes",
+        ull(s1.mapped_bytes - s0.mapped_bytes), ull(usable));
+
+  /* Reallocs of large blocks (grown, shrunk) are neither allocations nor
+   * frees; live_bytes follows the usable sizes. */
+  usable = 0;
+  for (int i = 0; i < N; i++) {
+    if (i % 3 == 0) {
+      size_t n = hak_malloc_usable_size(p[i]) * (i % 2 ? 3 : 1) / 2;
+      if (n <= SMALL_MAX) n = SMALL_MAX + 1;
+      p[i] = hak_realloc(p[i], n);
+      REQUIRE(p[i] != NULL, "hak_realloc to %zu", n);
+    }
+    usable += hak_malloc_usable_size(p[i]);
+  }
+  hak_stats_t s2 = stats_now();
+  CHECK(s2.allocs - s0.allocs == N && s2.frees == s0.frees,
+        "after large-to-large reallocs: allocs delta %llu, frees delta %llu, expected %d and 0",
+        ull(s2.allocs - s0.allocs), ull(s2.frees - s0.frees), N);
+  CHECK(s2.live_bytes - s0.live_bytes == usable, "after reallocs: live_bytes delta %llu, usable sizes add to %llu",
+        ull(s2.live_bytes - s0.live_bytes), ull(usable));
+
+  /* Half freed here, half by another thread. */
+  for (int i = 0; i < N; i += 2) hak_free(p[i]);
+  hak_stats_t s3 = stats_now();
+  CHECK(s3.frees - s0.frees == N / 2, "frees delta %llu, expected %d", ull(s3.frees - s0.frees), N / 2);
+  void *odd[N / 2];
+  for (int i = 1, k = 0; i < N; i += 2) odd[k++] = p[i];
+  struct free_job job = {odd, 0, N / 2};
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, free_range, &job) == 0, "pthread_create");
+  pthread_join(t, NULL);
+  hak_stats_t s4 = stats_now();
+  CHECK(s4.allocs - s0.allocs == N && s4.frees - s0.frees == N,
+        "after freeing all: allocs delta %llu, frees delta %llu, expected %d each",
+        ull(s4.allocs - s0.allocs), ull(s4.frees - s0.frees), N);
+  CHECK(s4.large_allocs - s0.large_allocs == N, "large_allocs delta %llu, expected %d",
+        ull(s4.large_allocs - s0.large_allocs), N);
+  CHECK(s4.live_bytes == s0.live_bytes, "live_bytes %llu after freeing all, was %llu",
+        ull(s4.live_bytes), ull(s0.live_bytes));
+
+  /* hak_collect gives every cached mapping back: mapped_bytes returns to
+   * where it was (the large mappings are at least 2 MiB each; SuperSlabs a
+   * thread's heap may have mapped meanwhile are allowed for). */
+  hak_collect();
+  hak_stats_t s5 = stats_now();
+  CHECK(s5.mapped_bytes <= s0.mapped_bytes, "mapped_bytes %llu after hak_collect, %llu before the "
+        "large blocks: their mappings were not all given back", ull(s5.mapped_bytes), ull(s0.mapped_bytes));
+}
+
+/* ---------------------------------------------------------------- */
+/* Misuse, in a child process. */
+
+static void after_misuse(void) {
+  void *p[8];
+  for (int i = 0; i < 8; i++) p[i] = hak_malloc(3 * MiB);
+  for (int i = 0; i < 8; i++) hak_free(p[i]);
+  fprintf(stderr, "child: the misuse returned normally\n");
+  _exit(0);
+}
+
+static void misuse_double_free(void) {
+  char *p = hak_malloc(5 * MiB);
+  memset(p, 1, 5 * MiB);
+  hak_free(p);
+  hak_free(p);
+  after_misuse();
+}
+
+static void misuse_double_free_reused(void) {
+  char *a = hak_malloc(5 * MiB);
+  memset(a, 1, 4096);
+  hak_free(a);
+  char *b = hak_malloc(5 * MiB); /* most likely a's mapping again */
+  memset(b, 2, 4096);
+  hak_free(b);
+  hak_free(a);
+  after_misuse();
+}
+
+static void misuse_double_free_aligned(void) {
+  char *p = hak_aligned_alloc(4 * MiB, 3 * MiB);
+  memset(p, 1, 3 * MiB);
+  hak_free(p);
+  hak_free(p);
+  after_misuse();
+}
+
+static void misuse_interior(void) {
+  char *p = hak_malloc(5 * MiB);
+  memset(p, 1, 8192);
+  hak_free(p + 4096);
+  after_misuse();
+}
+
+static void misuse_double_free_huge(void) {
+  char *p = hak_malloc(100 * MiB); /* over HAKMEM_LARGE_CACHE_KB (64 MiB by default) */
+  memset(p, 1, 4096);
+  hak_free(p);
+  hak_free(p);
+  after_misuse();
+}
+
+static void misuse_double_free_retired(void) {
+  char *p[16];
+  for (int i = 0; i < 16; i++) {
+    p[i] = hak_malloc(3 * MiB);
+    memset(p[i], 1, 4096);
+  }
+  char *big = hak_malloc(40 * MiB);
+  memset(big, 1, 4096);
+  for (int i = 0; i < 16; i++) hak_free(p[i]); /* the 16 cache slots fill */
+  hak_free(big);                               /* no slot left: its mapping is retired */
+  hak_free(big);
+  after_misuse();
+}
+
+struct misuse { const char *name; void (*fn)(void); };
+
+static const struct misuse cases[] = {
+    {"double_free", misuse_double_free},
+    {"double_free_reused", misuse_double_free_reused},
+    {"double_free_aligned", misuse_double_free_aligned},
+    {"interior", misuse_interior},
+    {"double_free_huge", misuse_double_free_huge},
+    {"double_free_retired", misuse_double_free_retired},
+};
+
+/* Runs fn in a child with stderr on a pipe; checks SIGABRT and the message
+ * (unit_fork.c's helper). */
+static void expect_abort(const struct misuse *m) {
+  char section[96];
+  snprintf(section, sizeof section, "misuse: %s", m->name);
+  check_begin(section);
+  fflush(NULL);
+  int fds[2];
+  REQUIRE(pipe(fds) == 0, "pipe: %s", strerror(errno));
+  pid_t pid = fork();
+  REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], 2);
+    close(fds[1]);
+    alarm(CHILD_SECONDS);
+    m->fn();
+    _exit(0);
+  }
+  close(fds[1]);
+  char buf[4096];
+  size_t len = 0;
+  for (;;) {
+    ssize_t r = read(fds[0], buf + len, sizeof buf - 1 - len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    len += (size_t)r;
+    if (len == sizeof buf - 1) { /* keep draining so the child never blocks */
+      char sink[512];
+      while (read(fds[0], sink, sizeof sink) > 0) {}
+      break;
+    }
+  }
+  buf[len] = 0;
+  close(fds[0]);
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  bool sig = WIFSIGNALED(st);
+  int signo = sig ? WTERMSIG(st) : 0;
+  CHECK(sig && signo == SIGABRT, "%s: child %s %d (expected death by SIGABRT); its stderr: <<%s>>",
+        m->name, sig ? "died of signal" : "exited with status", sig ? signo : WEXITSTATUS(st), buf);
+  CHECK(strstr(buf, "hakmem") != NULL, "%s: child's stderr does not mention hakmem: <<%s>>", m->name, buf);
+  if (sig && signo == SIGABRT) printf("   detected: %s%s", buf, len && buf[len - 1] == '\n' ? "" : "\n");
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  pat_init();
+  if (argc > 1) {
+#if defined(HAKMEM_TSAN) || defined(__SANITIZE_THREAD__)
+    (void)argv;
+    (void)cases;
+    (void)expect_abort;
+    printf("SKIP: fork-based tests are not run under ThreadSanitizer\n");
+    return SKIP_CODE;
+#else
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      if (strcmp(argv[1], cases[i].name) == 0) {
+        expect_abort(&cases[i]);
+        return check_finish("unit_large");
+      }
+    }
+    fprintf(stderr, "unit_large: unknown case '%s'\n", argv[1]);
+    return 2;
+#endif
+  }
+  hak_stats_t start = stats_now();
+  test_calloc_reuse();
+  test_realloc_doubling();
+  test_realloc_small_large();
+  test_aligned_large();
+  test_stats();
+  check_begin("everything freed");
+  hak_stats_t end = stats_now();
+  CHECK(end.live_bytes == start.live_bytes, "live_bytes %llu at the end, %llu at the start",
+        ull(end.live_bytes), ull(start.live_bytes));
+  CHECK(end.allocs - start.allocs == end.frees - start.frees, "%llu allocs but %llu frees",
+        ull(end.allocs - start.allocs), ull(end.frees - start.frees));
+  return check_finish("unit_large");
+}
