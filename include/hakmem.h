@@ -31,7 +31,10 @@ void   hak_free_aligned_sized(void *p, size_t alignment, size_t size);
 
 /* Process-wide counters.  Totals cover every thread, exited ones included;
  * the contributions of threads still running are read without stopping them,
- * so they are exact only when those threads are quiescent. */
+ * so they are exact only when those threads are quiescent.  The block counts
+ * (allocs, frees, remote_frees, live_bytes, large_allocs, foreign_frees) are
+ * kept only when the environment has HAKMEM_STATS=1 at start-up (they cost
+ * two counter updates per malloc+free); the mapping counters always are. */
 typedef struct hak_stats {
   uint64_t allocs;             /* blocks handed out (small and large) */
   uint64_t frees;              /* blocks taken back, by any thread */

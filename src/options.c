@@ -1,7 +1,8 @@
 /* HAKMEM_* environment options, read once at initialisation without
  * allocating (getenv does not allocate).
  *
- *   HAKMEM_STATS=1                 print the counters at exit (stderr, one line)
+ *   HAKMEM_STATS=1                 count blocks (per thread) and print the counters
+ *                                  at exit (stderr, one line); off: no block counts
  *   HAKMEM_PURGE_DELAY_MS=N        free pages stay committed this long (default 50)
  *   HAKMEM_PURGE_THRESHOLD_KB=N    ... unless a heap holds more than this (default 8192)
  *   HAKMEM_SS_RESERVE=N            empty SuperSlabs a heap keeps mapped (default 1)
