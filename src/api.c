@@ -49,13 +49,6 @@ static void count_free(hak_heap_t *h, size_t cls, bool remote)
   }
 }
 
-_Noreturn HAK_COLD void hak_free_invalid(const void *p, bool owner)
-{
-  hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
-  if (!hak_slab_is_block(s, p, owner ? s->capacity : s->reserved)) hak_fatal("free(): not a block start", p);
-  hak_fatal("free(): double free", p);
-}
-
 static void free_foreign(hak_heap_t *h, void *p)
 {
   if (p == NULL || hak_boot_owns(p)) return;

@@ -77,6 +77,16 @@ static void heap_release_slab(hak_heap_t *h, hak_slab_t *s)
 
 /* ---------------------------------------------------------- local frees */
 
+/* A free whose pointer failed the block-start or double-free check (the
+ * owner's limit is the carved capacity, another thread's the reservation). */
+_Noreturn HAK_COLD void hak_free_invalid(const void *p, bool owner)
+{
+  hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
+  if (!hak_slab_is_block(s, p, owner ? s->capacity : s->reserved)) hak_fatal("free(): not a block start", p);
+  hak_fatal("free(): double free", p);
+}
+
+
 void hak_heap_free_local_slow(hak_heap_t *h, hak_slab_t *s)
 {
   if (h->state != HAK_HEAP_LIVE) return;  /* abandoning: lists are being torn down */
