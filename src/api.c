@@ -83,9 +83,9 @@ static HAK_NOINLINE void free_other(hak_heap_t *h, void *p, uintptr_t tag)
   if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
     hak_large_t *l = hak_large_of(tag, p);
     if (l == NULL) hak_fatal("free(): invalid pointer into a large block", p);
-    bool retire = hak_large_free(h, l, p);
+    hak_large_t *retire = hak_large_free(h, l, p);
     hak_rcu_read_unlock();
-    if (retire) hak_large_retire(l);  /* outside the read section */
+    if (retire != NULL) hak_large_retire(retire);  /* outside the read section */
     return;
   }
   hak_rcu_read_unlock();

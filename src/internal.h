@@ -474,6 +474,7 @@ typedef struct hak_large {
   void *user;
   size_t usable;
   size_t dirty;
+  uintptr_t owner_tag;        /* registry tag of the allocating heap: remote-free count */
   uint64_t freed_ms;          /* when it went to the cache */
   hak_retired_t retired;
 } hak_large_t;
@@ -484,7 +485,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero);
 void  hak_large_retire(hak_large_t *l);   /* outside any read-side section */
 void  hak_large_trim(void);
 void  hak_large_decay(void);              /* purge cache entries idle past the purge delay */
-bool  hak_large_free(hak_heap_t *h, hak_large_t *l, void *p);  /* true: retire it */
+hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p);  /* non-NULL: retire it */
 hak_large_t *hak_large_of(uintptr_t tag, const void *p);  /* NULL: not a large block */
 /* Resize a live large block to size bytes, in place or by moving its pages
  * (no copy); its new address, or NULL (the block is untouched).  Outside any

@@ -250,6 +250,7 @@ static hak_large_t *large_map(size_t need, size_t map_align)
   }
   hak_large_t *l = hak_os_map_aligned(map_size, map_align);
   if (l == NULL) return NULL;
+  large_hugepage(l, 0, need);  /* before the header's write faults the first page in */
   l->map_base = l;
   l->map_size = map_size;
   l->dirty = 0;
@@ -259,7 +260,6 @@ static hak_large_t *large_map(size_t need, size_t map_align)
     atomic_fetch_sub_explicit(&hak_gstats.mapped_bytes, map_size, memory_order_relaxed);
     return NULL;
   }
-  large_hugepage(l, 0, need);
   return l;
 }
 
@@ -273,6 +273,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero)
   hak_large_t *l = large_map(need, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
   if (l == NULL) { errno = ENOMEM; return NULL; }
   l->magic = HAK_LARGE_MAGIC;
+  l->owner_tag = h->tag;
   l->user = (char *)l + off;
   l->usable = hak_align_up(need, HAK_PAGE_SIZE) - off;
   size_t end = off + l->usable;
@@ -300,17 +301,20 @@ hak_large_t *hak_large_of(uintptr_t tag, const void *p)
   return l;
 }
 
-/* Free the large block p (the caller holds the RCU read lock).  Returns
- * true if the mapping must be retired by the caller once it has left the
- * read-side section; false if it went to the cache. */
-bool hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
+/* Free the large block p (the caller holds the RCU read lock).  Returns a
+ * mapping the caller must retire once it has left the read-side section (p's
+ * own, or one the cache gave up for it), or NULL. */
+hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
 {
   uint32_t one = 1;
   /* acq_rel: exactly one free wins; a second one is a double free. */
   if (!atomic_compare_exchange_strong_explicit(&l->live, &one, 0, memory_order_acq_rel, memory_order_relaxed))
     hak_fatal("free(): double free of a large block", p);
   count_large(h, false, 1, l->usable);
-  if (l->map_size > HAK_MAX_ALLOC / 2) return true;
+  if (h->tag != l->owner_tag && hak_opt.stats) {  /* freed by a thread that did not allocate it */
+    if (h->state == HAK_HEAP_LIVE) hak_count(&h->stats.remote_frees, 1);
+    else hak_gcount(&hak_gstats.remote_frees, 1);
+  }
   size_t cached = atomic_load_explicit(&cache_bytes, memory_order_relaxed);
   size_t bound = atomic_load_explicit(&large_live_bytes, memory_order_relaxed) / 2;
   if (bound < hak_opt.large_cache / 4) bound = hak_opt.large_cache / 4;
@@ -320,19 +324,28 @@ bool hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
      * now).  It stays registered with its header saying free, so a second
      * free of it is still caught as a double free, and a later allocation
      * saves the mmap, the munmap and the grace period. */
-    if (l->map_size > CACHE_MAP_MAX) return true;
+    if (l->map_size > CACHE_MAP_MAX) return l;
     large_purge_from(l, 0);
   }
   uint64_t now = hak_os_now_ms();
   bool dirty = l->dirty > HAK_PAGE_SIZE;
   l->freed_ms = now;
-  if (!cache_put_slot(l)) return true;
+  /* All slots full: the mapping in a slot taken in turn makes room (the
+   * caller retires it), so the most recently freed mappings stay cached. */
+  hak_large_t *evicted = NULL;
+  while (!cache_put_slot(l)) {
+    if (evicted != NULL) return l;  /* contended: retire l itself */
+    static _Atomic(unsigned) evict_next;
+    unsigned i = atomic_fetch_add_explicit(&evict_next, 1, memory_order_relaxed) % CACHE_SLOTS;
+    evicted = cache_take_slot(i);
+    if (evicted == NULL) evicted = l;  /* raced: at most one more try */
+  }
   /* l may already be another thread's: only the values read before. */
   uint64_t none = 0;
   if (dirty)
     atomic_compare_exchange_strong_explicit(&cache_oldest_ms, &none, now, memory_order_relaxed,
                                             memory_order_relaxed);
-  return false;
+  return evicted == l ? NULL : evicted;
 }
 
 void hak_large_retire(hak_large_t *l)

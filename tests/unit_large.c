@@ -11,9 +11,8 @@
  *     double_free_huge           hak_free twice on a 100 MiB block (bigger than
  *                                HAKMEM_LARGE_CACHE_KB: its pages go back at once)
  *     double_free_retired        hak_free twice on a 40 MiB block freed while
- *                                the 16 cache slots are full (its mapping is
- *                                retired and unmapped; not a ctest yet, see
- *                                tests/CMakeLists.txt)
+ *                                the 16 cache slots are full (an older mapping
+ *                                is evicted to make room for it)
  *
  * Sections (each says which contract it checks):
  *   - calloc of large sizes is all zero, also when it reuses a freed mapping
@@ -593,7 +592,7 @@ static void misuse_double_free_retired(void) {
   char *big = hak_malloc(40 * MiB);
   memset(big, 1, 4096);
   for (int i = 0; i < 16; i++) hak_free(p[i]); /* the 16 cache slots fill */
-  hak_free(big);                               /* no slot left: its mapping is retired */
+  hak_free(big);                               /* no slot left: an older one is evicted */
   hak_free(big);
   after_misuse();
 }
