@@ -125,7 +125,19 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   unsigned span = hak_class_span[cls];
   hak_superslab_t *pick = NULL;
   int unit = -1;
-  for (hak_superslab_t *ss = h->ss_list; ss != NULL && ss->free_units != 0; ss = ss->next) {
+  /* Free units whose pages are still committed first: carving into them
+   * costs no page fault (in a thread-turnover run, faults on purged or
+   * never-touched units were 80% of all page faults). */
+  if (h->dirty_units != 0) {
+    for (hak_superslab_t *ss = h->ss_list; ss != NULL && ss->free_units != 0; ss = ss->next) {
+      int u = ss->dirty_units != 0 ? find_run(ss->free_units & ss->dirty_units, span) : -1;
+      if (u < 0) continue;
+      pick = ss;
+      unit = u;
+      break;
+    }
+  }
+  for (hak_superslab_t *ss = h->ss_list; pick == NULL && ss != NULL && ss->free_units != 0; ss = ss->next) {
     int u = find_run(ss->free_units, span);
     if (u < 0) continue;
     pick = ss;
