@@ -216,4 +216,33 @@ static inline void bench_report(const char *name, int threads, double elapsed,
     fflush(stdout);
 }
 
+/* Sum of the workers' error counts (w->extra). */
+static inline uint64_t bench_sum_extra(const bench_worker *w, int n)
+{
+    uint64_t s = 0;
+    for (int i = 0; i < n; i++)
+        s += w[i].extra;
+    return s;
+}
+
+/* The main() of a workload whose workers count errors in w->extra: parse
+ * `threads seconds`, run fn on every thread, print the RESULT line, and
+ * return 3 (after "<name>: N <what>" on stderr) if any worker saw an error. */
+static inline int bench_main(int argc, char **argv, const char *name, const char *description,
+                             bench_worker_fn fn, const char *what)
+{
+    int threads;
+    double secs;
+    static bench_worker w[BENCH_MAX_THREADS];
+    bench_parse_args(argc, argv, description, &threads, &secs);
+    double el = bench_run(threads, secs, fn, NULL, w);
+    uint64_t bad = bench_sum_extra(w, threads);
+    bench_report(name, threads, el, bench_sum_ops(w, threads), NULL);
+    if (bad) {
+        fprintf(stderr, "%s: %llu %s\n", name, (unsigned long long)bad, what);
+        return 3;
+    }
+    return 0;
+}
+
 #endif /* HAKMEM_BENCH_UTIL_H */

@@ -85,19 +85,5 @@ static void work(bench_worker *w)
 
 int main(int argc, char **argv)
 {
-    int threads;
-    double secs;
-    static bench_worker w[BENCH_MAX_THREADS];
-    bench_parse_args(argc, argv, "random replacement in 1000 slots, 1 B..32 KiB skewed small", &threads, &secs);
-    double el = bench_run(threads, secs, work, NULL, w);
-    uint64_t bad = 0;
-    for (int i = 0; i < threads; i++)
-        bad += w[i].extra;
-    bench_report("mixed", threads, el, bench_sum_ops(w, threads), NULL);
-    if (bad) {
-        fprintf(stderr, "mixed: %llu blocks were overwritten while live\n",
-                (unsigned long long)bad);
-        return 3;
-    }
-    return 0;
+    return bench_main(argc, argv, "mixed", "random replacement in 1000 slots, 1 B..32 KiB skewed small", work, "blocks were overwritten while live");
 }

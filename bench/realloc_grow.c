@@ -95,19 +95,5 @@ static void work(bench_worker *w)
 
 int main(int argc, char **argv)
 {
-    int threads;
-    double secs;
-    static bench_worker w[BENCH_MAX_THREADS];
-    bench_parse_args(argc, argv, "realloc growth of buffers from 16 B up to 1 MiB", &threads, &secs);
-    double el = bench_run(threads, secs, work, NULL, w);
-    uint64_t bad = 0;
-    for (int i = 0; i < threads; i++)
-        bad += w[i].extra;
-    bench_report("realloc", threads, el, bench_sum_ops(w, threads), NULL);
-    if (bad) {
-        fprintf(stderr, "realloc: %llu bytes were not preserved across realloc\n",
-                (unsigned long long)bad);
-        return 3;
-    }
-    return 0;
+    return bench_main(argc, argv, "realloc", "realloc growth of buffers from 16 B up to 1 MiB", work, "bytes were not preserved across realloc");
 }

@@ -103,19 +103,5 @@ static void work(bench_worker *w)
 
 int main(int argc, char **argv)
 {
-    int threads;
-    double secs;
-    static bench_worker w[BENCH_MAX_THREADS];
-    bench_parse_args(argc, argv, "string building with realloc by exactly the appended size", &threads, &secs);
-    double el = bench_run(threads, secs, work, NULL, w);
-    uint64_t bad = 0;
-    for (int i = 0; i < threads; i++)
-        bad += w[i].extra;
-    bench_report("strbuild", threads, el, bench_sum_ops(w, threads), NULL);
-    if (bad) {
-        fprintf(stderr, "strbuild: %llu strings were corrupted\n",
-                (unsigned long long)bad);
-        return 3;
-    }
-    return 0;
+    return bench_main(argc, argv, "strbuild", "string building with realloc by exactly the appended size", work, "strings were corrupted");
 }

@@ -267,6 +267,7 @@ void hak_rcu_read_lock(void);
 void hak_rcu_read_unlock(void);
 /* Unmap region after a grace period (batched); never call inside a read section. */
 void hak_retire(hak_retired_t *r, void *base, size_t size);
+void hak_retire_deferred(hak_retired_t *r, void *base, size_t size);  /* no flush */
 void hak_retire_flush(void);
 void hak_rcu_synchronize(void);   /* a grace period; never inside a read section */
 void hak_registry_before_fork(void);
@@ -475,6 +476,7 @@ typedef struct hak_large {
   size_t usable;
   size_t dirty;
   uintptr_t owner_tag;        /* registry tag of the allocating heap: remote-free count */
+  size_t live_counted;        /* what its allocation added to large.c's live total */
   uint64_t freed_ms;          /* when it went to the cache */
   hak_retired_t retired;
 } hak_large_t;

@@ -11,7 +11,7 @@
  *    MADV_HUGEPAGE, so one fault maps 2 MiB (a partly used tail region keeps
  *    4 KiB pages, so RSS still follows use).
  *  - A cache of freed mappings (CACHE_SLOTS slots; committed pages at most
- *    hak_opt.large_cache bytes, and above a quarter of that at most half
+ *    hak_opt.large_cache bytes, and above a sixteenth of that at most half
  *    the large bytes still live; beyond that a mapping is cached as address
  *    space only): the next large allocation takes the
  *    best fit, or grows a smaller one by remapping (its pages are reused,
@@ -43,9 +43,9 @@ static _Atomic(size_t) cache_bytes;          /* dirty bytes cached, advisory */
 static _Atomic(uint32_t) cache_count;        /* mappings cached, advisory */
 static _Atomic(uint64_t) cache_oldest_ms;    /* earliest unpurged entry's free time, 0: none */
 /* Bytes of large blocks live in the process.  The cache keeps committed
- * pages up to a quarter of hak_opt.large_cache, and beyond that only up to
+ * pages up to a sixteenth of hak_opt.large_cache, and beyond that only up to
  * half of the live bytes: a program that frees its big buffers and goes
- * idle keeps at most that quarter (no timer is needed to give the rest
+ * idle keeps at most that sixteenth (no timer is needed to give the rest
  * back), while one that keeps replacing big buffers reuses them.  relaxed:
  * a sizing heuristic, ordered by nothing. */
 static _Atomic(size_t) large_live_bytes;
@@ -128,6 +128,25 @@ static hak_large_t *cache_take(size_t need)
   }
   int pick = best >= 0 ? best : smaller;
   return pick >= 0 ? cache_take_slot((unsigned)pick) : NULL;
+}
+
+/* Purge cached mappings, oldest slots first, until the cache's committed
+ * pages are at most target: the mapping being freed now is the likeliest to
+ * be reused next, so it keeps its pages and older ones give theirs up. */
+static void cache_make_room(size_t target)
+{
+  for (unsigned n = 0; n < CACHE_SLOTS; n++) {
+    if (atomic_load_explicit(&cache_bytes, memory_order_relaxed) <= target) return;
+    static _Atomic(unsigned) purge_next;
+    unsigned i = atomic_fetch_add_explicit(&purge_next, 1, memory_order_relaxed) % CACHE_SLOTS;
+    if (atomic_load_explicit(&cache_slot[i], memory_order_relaxed) == NULL) continue;
+    hak_large_t *c = cache_take_slot(i);
+    if (c == NULL) continue;
+    large_purge_from(c, 0);
+    /* Every slot refilled meanwhile: c goes, unmapped at a later flush (we
+     * may be inside a read-side section, where no grace period can run). */
+    if (!cache_put_slot(c)) hak_retire_deferred(&c->retired, c->map_base, c->map_size);
+  }
 }
 
 /* Give back the pages of cache entries freed more than the purge delay ago
@@ -221,8 +240,6 @@ static hak_large_t *large_grow_mapping(hak_large_t *l, size_t map_size, size_t u
  * thread without a live heap. */
 static void count_large(hak_heap_t *h, bool alloc, uint64_t blocks, size_t bytes)
 {
-  if (alloc) atomic_fetch_add_explicit(&large_live_bytes, bytes, memory_order_relaxed);
-  else atomic_fetch_sub_explicit(&large_live_bytes, bytes, memory_order_relaxed);
   if (!hak_opt.stats) return;
   if (h->state == HAK_HEAP_LIVE) {
     hak_count(alloc ? &h->stats.large_allocs : &h->stats.large_frees, blocks);
@@ -288,6 +305,10 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero)
   /* release: a reader that finds the block live sees its header written */
   atomic_store_explicit(&l->live, 1, memory_order_release);
   count_large(h, true, 1, l->usable);
+  /* The live total moves only here and in free (by the same amount), not on
+   * every realloc: a realloc loop must not write a shared line per call. */
+  l->live_counted = l->usable;
+  atomic_fetch_add_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed);
   hak_large_decay();
   return l->user;
 }
@@ -311,6 +332,7 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   if (!atomic_compare_exchange_strong_explicit(&l->live, &one, 0, memory_order_acq_rel, memory_order_relaxed))
     hak_fatal("free(): double free of a large block", p);
   count_large(h, false, 1, l->usable);
+  atomic_fetch_sub_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed);
   if (h->tag != l->owner_tag && hak_opt.stats) {  /* freed by a thread that did not allocate it */
     if (h->state == HAK_HEAP_LIVE) hak_count(&h->stats.remote_frees, 1);
     else hak_gcount(&hak_gstats.remote_frees, 1);
@@ -319,11 +341,12 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   size_t bound = atomic_load_explicit(&large_live_bytes, memory_order_relaxed) / 2;
   if (bound < hak_opt.large_cache / 4) bound = hak_opt.large_cache / 4;
   if (bound > hak_opt.large_cache) bound = hak_opt.large_cache;
-  if (cached + l->dirty > bound) {
-    /* Over the bound: cache it as address space only (its pages go back
-     * now).  It stays registered with its header saying free, so a second
-     * free of it is still caught as a double free, and a later allocation
-     * saves the mmap, the munmap and the grace period. */
+  if (cached + l->dirty > bound) cache_make_room(bound > l->dirty ? bound - l->dirty : 0);
+  if (atomic_load_explicit(&cache_bytes, memory_order_relaxed) + l->dirty > bound) {
+    /* Still over the bound: cache it as address space only (its pages go
+     * back now).  It stays registered with its header saying free, so a
+     * second free of it is still caught as a double free, and a later
+     * allocation saves the mmap, the munmap and the grace period. */
     if (l->map_size > CACHE_MAP_MAX) return l;
     large_purge_from(l, 0);
   }

@@ -102,6 +102,17 @@ void hak_retire(hak_retired_t *r, void *base, size_t size)
   if (n >= hak_opt.retire_batch || bytes >= RETIRE_BYTES) hak_retire_flush();
 }
 
+/* As hak_retire, but never flushes: callable inside a read-side section.
+ * The region is unmapped by a later flush. */
+void hak_retire_deferred(hak_retired_t *r, void *base, size_t size)
+{
+  r->base = base;
+  r->size = size;
+  atomic_fetch_add_explicit(&retire_bytes, size, memory_order_relaxed);
+  ck_stack_push_upmc(&retire_stack, &r->link);
+  atomic_fetch_add_explicit(&retire_pending, 1, memory_order_relaxed);
+}
+
 /* Take every pending region, wait one grace period, unmap them all.  Never
  * called inside a read-side section (synchronize_rcu would wait for itself). */
 void hak_retire_flush(void)

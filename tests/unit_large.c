@@ -67,6 +67,7 @@
 
 #define SKIP_CODE 77
 #define CHILD_SECONDS 20
+#include "misuse.h"
 
 /* Under ThreadSanitizer every byte a test touches costs shadow memory (fresh
  * pages, each a page fault, for every new mapping), about 30 times the
@@ -597,7 +598,6 @@ static void misuse_double_free_retired(void) {
   after_misuse();
 }
 
-struct misuse { const char *name; void (*fn)(void); };
 
 static const struct misuse cases[] = {
     {"double_free", misuse_double_free},
@@ -607,51 +607,6 @@ static const struct misuse cases[] = {
     {"double_free_huge", misuse_double_free_huge},
     {"double_free_retired", misuse_double_free_retired},
 };
-
-/* Runs fn in a child with stderr on a pipe; checks SIGABRT and the message
- * (unit_fork.c's helper). */
-static void expect_abort(const struct misuse *m) {
-  char section[96];
-  snprintf(section, sizeof section, "misuse: %s", m->name);
-  check_begin(section);
-  fflush(NULL);
-  int fds[2];
-  REQUIRE(pipe(fds) == 0, "pipe: %s", strerror(errno));
-  pid_t pid = fork();
-  REQUIRE(pid >= 0, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    close(fds[0]);
-    dup2(fds[1], 2);
-    close(fds[1]);
-    alarm(CHILD_SECONDS);
-    m->fn();
-    _exit(0);
-  }
-  close(fds[1]);
-  char buf[4096];
-  size_t len = 0;
-  for (;;) {
-    ssize_t r = read(fds[0], buf + len, sizeof buf - 1 - len);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    len += (size_t)r;
-    if (len == sizeof buf - 1) { /* keep draining so the child never blocks */
-      char sink[512];
-      while (read(fds[0], sink, sizeof sink) > 0) {}
-      break;
-    }
-  }
-  buf[len] = 0;
-  close(fds[0]);
-  int st;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-  bool sig = WIFSIGNALED(st);
-  int signo = sig ? WTERMSIG(st) : 0;
-  CHECK(sig && signo == SIGABRT, "%s: child %s %d (expected death by SIGABRT); its stderr: <<%s>>",
-        m->name, sig ? "died of signal" : "exited with status", sig ? signo : WEXITSTATUS(st), buf);
-  CHECK(strstr(buf, "hakmem") != NULL, "%s: child's stderr does not mention hakmem: <<%s>>", m->name, buf);
-  if (sig && signo == SIGABRT) printf("   detected: %s%s", buf, len && buf[len - 1] == '\n' ? "" : "\n");
-}
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -666,7 +621,7 @@ int main(int argc, char **argv) {
 #else
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
       if (strcmp(argv[1], cases[i].name) == 0) {
-        expect_abort(&cases[i]);
+        expect_abort("misuse", &cases[i]);
         return check_finish("unit_large");
       }
     }
