@@ -11,7 +11,7 @@
  *    MADV_HUGEPAGE, so one fault maps 2 MiB (a partly used tail region keeps
  *    4 KiB pages, so RSS still follows use).
  *  - A cache of freed mappings (CACHE_SLOTS slots; committed pages at most
- *    hak_opt.large_cache bytes, and above a sixteenth of that at most half
+ *    hak_opt.large_cache bytes, and above a quarter of that at most half
  *    the large bytes still live; beyond that a mapping is cached as address
  *    space only): the next large allocation takes the
  *    best fit, or grows a smaller one by remapping (its pages are reused,
@@ -43,9 +43,9 @@ static _Atomic(size_t) cache_bytes;          /* dirty bytes cached, advisory */
 static _Atomic(uint32_t) cache_count;        /* mappings cached, advisory */
 static _Atomic(uint64_t) cache_oldest_ms;    /* earliest unpurged entry's free time, 0: none */
 /* Bytes of large blocks live in the process.  The cache keeps committed
- * pages up to a sixteenth of hak_opt.large_cache, and beyond that only up to
+ * pages up to a quarter of hak_opt.large_cache, and beyond that only up to
  * half of the live bytes: a program that frees its big buffers and goes
- * idle keeps at most that sixteenth (no timer is needed to give the rest
+ * idle keeps at most that quarter (no timer is needed to give the rest
  * back), while one that keeps replacing big buffers reuses them.  relaxed:
  * a sizing heuristic, ordered by nothing. */
 static _Atomic(size_t) large_live_bytes;
