@@ -39,6 +39,7 @@
  * best fit without reading headers it does not own. */
 static _Atomic(hak_large_t *) cache_slot[CACHE_SLOTS];
 static _Atomic(size_t) cache_slot_size[CACHE_SLOTS];
+static _Atomic(size_t) cache_slot_dirty[CACHE_SLOTS];  /* advisory, like the size */
 static _Atomic(size_t) cache_bytes;          /* dirty bytes cached, advisory */
 static _Atomic(uint32_t) cache_count;        /* mappings cached, advisory */
 static _Atomic(uint64_t) cache_oldest_ms;    /* earliest unpurged entry's free time, 0: none */
@@ -99,6 +100,7 @@ static bool cache_put_slot(hak_large_t *l)
     hak_large_t *empty = NULL;
     if (atomic_load_explicit(&cache_slot[i], memory_order_relaxed) != NULL) continue;
     atomic_store_explicit(&cache_slot_size[i], l->map_size, memory_order_relaxed);
+    atomic_store_explicit(&cache_slot_dirty[i], l->dirty, memory_order_relaxed);
     atomic_fetch_add_explicit(&cache_bytes, l->dirty, memory_order_relaxed);
     atomic_fetch_add_explicit(&cache_count, 1, memory_order_relaxed);
     /* release: the header (dirty, freed_ms) is visible to the taker. */
@@ -112,18 +114,24 @@ static bool cache_put_slot(hak_large_t *l)
 }
 
 /* The cached mapping that best serves need bytes: the smallest that holds
- * it (its excess pages are purged by the caller if they are many), else the
- * largest smaller one (to be grown: its pages are reused, only the rest is
- * fresh), else NULL. */
+ * it, and among those the one with the most committed pages (every page it
+ * lacks is a page fault later; its excess pages are purged by the caller if
+ * they are many), else the largest smaller one (to be grown: its pages are
+ * reused, only the rest is fresh), else NULL. */
 static hak_large_t *cache_take(size_t need)
 {
   if (atomic_load_explicit(&cache_count, memory_order_relaxed) == 0) return NULL;
   int best = -1, smaller = -1;
-  size_t best_size = SIZE_MAX, smaller_size = 0;
+  size_t best_size = SIZE_MAX, best_dirty = 0, smaller_size = 0;
   for (unsigned i = 0; i < CACHE_SLOTS; i++) {
     if (atomic_load_explicit(&cache_slot[i], memory_order_relaxed) == NULL) continue;
     size_t sz = atomic_load_explicit(&cache_slot_size[i], memory_order_relaxed);
-    if (sz >= need && sz < best_size) { best = (int)i; best_size = sz; }
+    size_t dirty = atomic_load_explicit(&cache_slot_dirty[i], memory_order_relaxed);
+    if (sz >= need && (sz < best_size || (sz == best_size && dirty > best_dirty))) {
+      best = (int)i;
+      best_size = sz;
+      best_dirty = dirty;
+    }
     if (sz < need && sz > smaller_size) { smaller = (int)i; smaller_size = sz; }
   }
   int pick = best >= 0 ? best : smaller;
