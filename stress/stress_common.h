@@ -359,6 +359,21 @@ static inline void st_check_free(const char *prog, const char *where, st_block *
     blk->p = NULL;
 }
 
+/* Dies unless the size bytes at p (just returned by api) are all zero. */
+static inline void st_check_zero(const char *prog, const char *api, const void *p, size_t size)
+{
+    static const unsigned char zero[4096];
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t off = 0; off < size; off += sizeof zero) {
+        size_t len = size - off < sizeof zero ? size - off : sizeof zero;
+        if (memcmp(b + off, zero, len) != 0)
+            for (size_t i = off; i < off + len; i++)
+                if (b[i])
+                    st_die("%s: %s(%zu bytes) = %p: byte %zu is %#x, not zero", prog, api, size, p, i,
+                           b[i]);
+    }
+}
+
 /* Allocate `size` bytes through malloc (mostly) or calloc (1 in 16, checked
  * zeroed), check it and fill the pattern. */
 static inline void st_alloc_fill(const char *prog, st_block *blk, size_t size, uint64_t tag,
@@ -373,16 +388,7 @@ static inline void st_alloc_fill(const char *prog, st_block *blk, size_t size, u
         m = size / n;
         p = hak_calloc(n, m);
         st_check_fresh(prog, "hak_calloc", p, size, 0);
-        static const unsigned char zero[4096];
-        const unsigned char *b = (const unsigned char *)p;
-        for (size_t off = 0; off < size; off += sizeof zero) {
-            size_t len = size - off < sizeof zero ? size - off : sizeof zero;
-            if (memcmp(b + off, zero, len) != 0)
-                for (size_t i = off; i < off + len; i++)
-                    if (b[i])
-                        st_die("%s: hak_calloc(%zu, %zu) = %p: byte %zu is %#x, not zero", prog,
-                               n, m, p, i, b[i]);
-        }
+        st_check_zero(prog, "hak_calloc", p, size);
     } else {
         p = hak_malloc(size);
         st_check_fresh(prog, "hak_malloc", p, size, 0);

@@ -69,20 +69,8 @@ static st_team team;
 
 static size_t max_block(void) { return st_max_large(&cfg.c); }
 
-static void check_zeroed(const char *api, const void *p, size_t size)
-{
-    static const unsigned char zero[4096];
-    const unsigned char *b = (const unsigned char *)p;
-    for (size_t off = 0; off < size; off += sizeof zero) {
-        size_t len = size - off < sizeof zero ? size - off : sizeof zero;
-        if (memcmp(b + off, zero, len) != 0)
-            for (size_t i = off; i < off + len; i++)
-                if (b[i])
-                    st_die("%s: %s(%zu) = %p: byte %zu is %#x, not zero (a reused mapping "
-                           "was not cleared)",
-                           prog, api, size, p, i, b[i]);
-    }
-}
+/* calloc'ed memory must be zero, also when it reuses a dirtied mapping. */
+static void check_zeroed(const char *api, const void *p, size_t size) { st_check_zero(prog, api, p, size); }
 
 /* A new large block, checked, filled. */
 static void new_block(worker *w, st_block *b, st_rng *r, uint64_t *tagc)
