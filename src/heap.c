@@ -86,7 +86,6 @@ _Noreturn HAK_COLD void hak_free_invalid(const void *p, bool owner)
   hak_fatal("free(): double free", p);
 }
 
-
 void hak_heap_free_local_slow(hak_heap_t *h, hak_slab_t *s)
 {
   if (h->state != HAK_HEAP_LIVE) return;  /* abandoning: lists are being torn down */

@@ -267,7 +267,7 @@ void hak_rcu_read_lock(void);
 void hak_rcu_read_unlock(void);
 /* Unmap region after a grace period (batched); never call inside a read section. */
 void hak_retire(hak_retired_t *r, void *base, size_t size);
-void hak_retire_deferred(hak_retired_t *r, void *base, size_t size);  /* no flush */
+bool hak_retire_deferred(hak_retired_t *r, void *base, size_t size);  /* no flush; true: one is due */
 void hak_retire_flush(void);
 void hak_rcu_synchronize(void);   /* a grace period; never inside a read section */
 void hak_registry_before_fork(void);

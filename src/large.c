@@ -153,7 +153,7 @@ static void cache_make_room(size_t target)
     large_purge_from(c, 0);
     /* Every slot refilled meanwhile: c goes, unmapped at a later flush (we
      * may be inside a read-side section, where no grace period can run). */
-    if (!cache_put_slot(c)) hak_retire_deferred(&c->retired, c->map_base, c->map_size);
+    if (!cache_put_slot(c)) (void)hak_retire_deferred(&c->retired, c->map_base, c->map_size);
   }
 }
 

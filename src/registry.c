@@ -92,25 +92,21 @@ static _Atomic(size_t) retire_bytes;
  * flush may unmap it: nothing of it is read after the push. */
 void hak_retire(hak_retired_t *r, void *base, size_t size)
 {
-  r->base = base;
-  r->size = size;
-  /* relaxed: the counters are only a heuristic trigger; the stack itself
-   * orders the entries. */
-  size_t bytes = atomic_fetch_add_explicit(&retire_bytes, size, memory_order_relaxed) + size;
-  ck_stack_push_upmc(&retire_stack, &r->link);
-  uint32_t n = atomic_fetch_add_explicit(&retire_pending, 1, memory_order_relaxed) + 1;
-  if (n >= hak_opt.retire_batch || bytes >= RETIRE_BYTES) hak_retire_flush();
+  if (hak_retire_deferred(r, base, size)) hak_retire_flush();
 }
 
-/* As hak_retire, but never flushes: callable inside a read-side section.
- * The region is unmapped by a later flush. */
-void hak_retire_deferred(hak_retired_t *r, void *base, size_t size)
+/* As hak_retire, but never flushes (callable inside a read-side section):
+ * returns whether a flush is due, for a caller that may run one.
+ * relaxed: the counters are only a heuristic trigger; the stack itself
+ * orders the entries. */
+bool hak_retire_deferred(hak_retired_t *r, void *base, size_t size)
 {
   r->base = base;
   r->size = size;
-  atomic_fetch_add_explicit(&retire_bytes, size, memory_order_relaxed);
+  size_t bytes = atomic_fetch_add_explicit(&retire_bytes, size, memory_order_relaxed) + size;
   ck_stack_push_upmc(&retire_stack, &r->link);
-  atomic_fetch_add_explicit(&retire_pending, 1, memory_order_relaxed);
+  uint32_t n = atomic_fetch_add_explicit(&retire_pending, 1, memory_order_relaxed) + 1;
+  return n >= hak_opt.retire_batch || bytes >= RETIRE_BYTES;
 }
 
 /* Take every pending region, wait one grace period, unmap them all.  Never

@@ -17,20 +17,13 @@
 
 #include "check.h"
 #include "hakmem.h"
+#include "hak_check.h"
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
 
 static size_t page_size;
 
-static bool aligned_to(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
-
-static hak_stats_t stats_now(void) {
-  hak_stats_t s;
-  memset(&s, 0xa5, sizeof s);
-  hak_stats_get(&s);
-  return s;
-}
 
 static int uptr_cmp(const void *a, const void *b) {
   uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;

@@ -60,6 +60,7 @@
 
 #include "check.h"
 #include "hakmem.h"
+#include "hak_check.h"
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
@@ -82,14 +83,6 @@
 #define ALIGNED_BIG (20 * MiB)
 #endif
 
-static bool aligned_to(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
-
-static hak_stats_t stats_now(void) {
-  hak_stats_t s;
-  memset(&s, 0xa5, sizeof s);
-  hak_stats_get(&s);
-  return s;
-}
 
 static unsigned long long ull(uint64_t x) { return (unsigned long long)x; }
 
