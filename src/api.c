@@ -62,7 +62,7 @@ static void free_remote(hak_heap_t *h, void *p)
 {
   hak_superslab_t *ss = hak_ss_of(p);
   hak_slab_t *s = hak_slab_of(ss, p);
-  if (HAK_UNLIKELY(!hak_slab_is_block(s, p, s->reserved) || ((hak_block_t *)p)->key == hak_free_key))
+  if (HAK_UNLIKELY(!hak_slab_is_block(s, p, s->reserved) || hak_block_is_free((hak_block_t *)p)))
     hak_free_invalid(p, false);
   size_t cls = s->cls;  /* read before the push: then the owner may reuse the slab */
   hak_remote_free(ss, s, (hak_block_t *)p);

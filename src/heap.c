@@ -86,6 +86,14 @@ _Noreturn HAK_COLD void hak_free_invalid(const void *p, bool owner)
   hak_fatal("free(): double free", p);
 }
 
+/* A block on a free list whose two words no longer match: something wrote
+ * into it after it was freed (a buffer overflow from the block before it, a
+ * write after free).  Following its link would hand out a wild pointer. */
+_Noreturn HAK_COLD void hak_block_corrupt(const void *b)
+{
+  hak_fatal("malloc(): heap corruption: a free block was overwritten (buffer overflow or write after free)", b);
+}
+
 void hak_heap_free_local_slow(hak_heap_t *h, hak_slab_t *s)
 {
   if (h->state != HAK_HEAP_LIVE) return;  /* abandoning: lists are being torn down */

@@ -13,7 +13,7 @@
 #include "internal.h"
 
 _Atomic(int) hak_init_state;
-uintptr_t hak_free_key;
+hak_keys_t hak_keys;
 static __thread bool tls_in_init;
 
 /* ---------------------------------------------------------------- bootstrap */
@@ -81,7 +81,7 @@ static uintptr_t make_key(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     k = (uintptr_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uintptr_t)&k;
   }
-  return k | 1;  /* never 0, never a block address (odd) */
+  return k;
 }
 
 void hak_init_slow(void)
@@ -96,7 +96,9 @@ void hak_init_slow(void)
 #endif
     hak_options_init();
     hak_stats_init();
-    hak_free_key = make_key();
+    /* Free-block keys (internal.h, hak_block_t): check odd, link 16-aligned. */
+    hak_keys.link = make_key() & ~(uintptr_t)(HAK_MIN_ALIGN - 1);
+    hak_keys.check = make_key() | 1;
     hak_heap_init();
     /* release: everything above is visible to a thread that sees 2. */
     atomic_store_explicit(&hak_init_state, 2, memory_order_release);

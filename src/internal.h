@@ -78,15 +78,52 @@ int hak_size_class_aligned(size_t n, size_t align);
 
 /* ------------------------------------------------------------------ blocks */
 
-/* A free block.  next links the free list it is on; key is hak_free_key while
- * the block is free and is cleared when it is handed out, so a second free of
- * the same block is caught by one compare. */
+/* A free block, on any of hakmem's lists (a slab's free or rfree list, a
+ * remote-free stack, a heap's delayed list), holds two words:
+ *   link  = next ^ hak_keys.link     the list link, never a raw address;
+ *   check = link ^ hak_keys.check    the free-block signature.
+ * A block is free iff link ^ check == hak_keys.check.  malloc checks the
+ * signature of the block it pops (and of every block a list walk visits)
+ * before it follows the link, so a free block overwritten by a buffer
+ * overflow or a write after free is reported (hak_block_corrupt) instead of
+ * handing out a wild pointer; free checks it to catch a double free; and
+ * malloc clears check, which invalidates the signature: the keys are chosen
+ * so that link ^ 0 never equals hak_keys.check (link's low 4 bits are those
+ * of a 16-aligned address, check's key is odd).  The keys are a per-process
+ * secret, set once at initialisation. */
 typedef struct hak_block {
-  struct hak_block *next;
-  uintptr_t key;
+  uintptr_t link;
+  uintptr_t check;
 } hak_block_t;
 
-extern HAK_HIDDEN uintptr_t hak_free_key;
+typedef struct hak_keys {
+  uintptr_t link;    /* low 4 bits 0 */
+  uintptr_t check;   /* odd */
+} hak_keys_t;
+extern HAK_HIDDEN hak_keys_t hak_keys;
+
+_Noreturn void hak_block_corrupt(const void *b);
+
+static inline bool hak_block_is_free(const hak_block_t *b)
+{
+  return (b->link ^ b->check) == hak_keys.check;
+}
+/* The next block on b's list; aborts if b is not an intact free block. */
+static inline hak_block_t *hak_block_next(const hak_block_t *b)
+{
+  uintptr_t link = b->link;
+  if (HAK_UNLIKELY((link ^ b->check) != hak_keys.check)) hak_block_corrupt(b);
+  return (hak_block_t *)(link ^ hak_keys.link);
+}
+/* Make b a free block whose list continues with next. */
+static inline void hak_block_set_next(hak_block_t *b, hak_block_t *next)
+{
+  uintptr_t link = (uintptr_t)next ^ hak_keys.link;
+  b->link = link;
+  b->check = link ^ hak_keys.check;
+}
+/* b is handed out: it no longer looks free. */
+static inline void hak_block_claim(hak_block_t *b) { b->check = 0; }
 
 /* -------------------------------------------------------------- remote free */
 
@@ -375,11 +412,11 @@ static inline void *hak_heap_alloc(hak_heap_t *h, size_t cls)
   hak_slab_t *s = h->cur[cls];
   hak_block_t *b = s->free;
   if (HAK_LIKELY(b != NULL)) {
-    hak_block_t *next = b->next;
+    hak_block_t *next = hak_block_next(b);
     s->free = next;
     __builtin_prefetch(next, 1);  /* the class's next malloc writes it: start the miss now */
     s->used++;
-    b->key = 0;
+    hak_block_claim(b);
     hak_count(&h->stats.allocs[cls], 1);
     return b;
   }
@@ -391,7 +428,7 @@ static inline void *hak_heap_alloc(hak_heap_t *h, size_t cls)
  * (give it back) or was full (back on the partial list). */
 static inline void hak_heap_push_block(hak_heap_t *h, hak_slab_t *s, hak_block_t *b)
 {
-  b->next = s->free;
+  hak_block_set_next(b, s->free);
   s->free = b;
   s->used--;
   if (HAK_UNLIKELY(s->state != HAK_SLAB_CUR) && (s->used == 0 || s->state == HAK_SLAB_FULL))
@@ -405,10 +442,8 @@ static inline void hak_heap_free_local(hak_heap_t *h, void *p)
   hak_slab_t *s = hak_slab_of(ss, p);
   HAK_ONE_VALUE(s);
   hak_block_t *b = (hak_block_t *)p;
-  uintptr_t key = hak_free_key;
   /* The block-start check comes first: only a block start may be read. */
-  if (HAK_UNLIKELY(hak_slab_block_index(s, p) >= s->capacity || b->key == key)) hak_free_invalid(p, true);
-  b->key = key;
+  if (HAK_UNLIKELY(hak_slab_block_index(s, p) >= s->capacity || hak_block_is_free(b))) hak_free_invalid(p, true);
   hak_count(&h->stats.frees[s->cls], 1);
   hak_heap_push_block(h, s, b);
 }

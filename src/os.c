@@ -102,14 +102,14 @@ void hak_write_stderr(const char *s)
 /* Detected heap corruption: a clear message and abort(), never silent damage. */
 _Noreturn void hak_fatal(const char *what, const void *p)
 {
-  char buf[160], hex[19];
+  char buf[256], hex[19];
   uintptr_t a = (uintptr_t)p;
   hex[0] = '0'; hex[1] = 'x';
   for (int i = 0; i < 16; i++) hex[2 + i] = "0123456789abcdef"[(a >> (60 - 4 * i)) & 15];
   hex[18] = 0;
   buf[0] = 0;
   strcat(buf, "hakmem: fatal: ");
-  strncat(buf, what, 100);
+  strncat(buf, what, 200);
   strcat(buf, " (pointer ");
   strcat(buf, hex);
   strcat(buf, ")\n");

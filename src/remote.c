@@ -14,7 +14,6 @@ static inline uint32_t rs_count(uintptr_t v) { return (uint32_t)(v >> HAK_RS_COU
 void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
 {
   _Atomic(uintptr_t) *head = &ss->remote_heads[s->unit].head;
-  b->key = hak_free_key;
   uintptr_t old = atomic_load_explicit(head, memory_order_relaxed), nv;
   bool delayed;
   do {
@@ -23,10 +22,10 @@ void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
       nv = (old & ~HAK_RS_MASK) | HAK_RS_DELAYED_FREEING;
     } else {
       if (HAK_UNLIKELY(rs_count(old) >= s->reserved)) hak_fatal("free(): remote list overflow (double free?)", b);
-      b->next = rs_ptr(old);
+      hak_block_set_next(b, rs_ptr(old));
       nv = ((old & ~HAK_RS_PTR_MASK) + HAK_RS_COUNT_ONE) | (uintptr_t)b;  /* count+1, state kept */
     }
-    /* release: b's next/key are visible to the owner's acquiring exchange;
+    /* release: b's link and check are visible to the owner's acquiring exchange;
      * acquire: for the delayed path, ss->owner as the owner published it
      * before it set USE_DELAYED. */
   } while (!atomic_compare_exchange_weak_explicit(head, &old, nv, memory_order_acq_rel, memory_order_relaxed));
@@ -39,7 +38,7 @@ void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
   hak_heap_t *owner = atomic_load_explicit(&ss->owner, memory_order_acquire);
   hak_block_t *top = atomic_load_explicit(&owner->delayed, memory_order_relaxed);
   do {
-    b->next = top;
+    hak_block_set_next(b, top);
   } while (!atomic_compare_exchange_weak_explicit(&owner->delayed, &top, b, memory_order_release,
                                                   memory_order_relaxed));
   /* Back to NORMAL; only this thread may change DELAYED_FREEING.  release:
@@ -59,7 +58,7 @@ uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state)
   do {
     if (rs_ptr(old) == NULL && (new_state > HAK_RS_MASK || rs_state(old) == new_state)) return 0;
     nv = new_state > HAK_RS_MASK ? rs_state(old) : new_state;
-    /* acquire: the pushers' writes to the blocks' next and key. */
+    /* acquire: the pushers' writes to the blocks' link and check. */
   } while (!atomic_compare_exchange_weak_explicit(head, &old, nv, memory_order_acquire, memory_order_relaxed));
   hak_block_t *list = rs_ptr(old);
   if (list == NULL) return 0;
@@ -73,8 +72,8 @@ uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state)
     s->rfree = list;  /* free is used up first */
   } else {
     hak_block_t *tail = list;
-    while (tail->next != NULL) tail = tail->next;
-    tail->next = s->rfree;
+    for (hak_block_t *n; (n = hak_block_next(tail)) != NULL;) tail = n;
+    hak_block_set_next(tail, s->rfree);
     s->rfree = list;
   }
   s->used -= n;
@@ -121,23 +120,23 @@ void hak_remote_drain_delayed(hak_heap_t *h)
   hak_block_t *b = atomic_exchange_explicit(&h->delayed, NULL, memory_order_acquire);
   hak_block_t *later = NULL, *later_tail = NULL;
   while (b != NULL) {
-    hak_block_t *next = b->next;
+    hak_block_t *next = hak_block_next(b);
     hak_superslab_t *ss = hak_ss_of(b);
     hak_slab_t *s = hak_slab_of(ss, b);
     uintptr_t st = atomic_load_explicit(&ss->remote_heads[s->unit].head, memory_order_acquire);
     if (rs_state(st) == HAK_RS_DELAYED_FREEING) {
-      b->next = later;
+      hak_block_set_next(b, later);
       later = b;
       if (later_tail == NULL) later_tail = b;
     } else {
-      hak_heap_push_block(h, s, b);  /* counted by its freer; key set */
+      hak_heap_push_block(h, s, b);  /* counted by its freer */
     }
     b = next;
   }
   if (later != NULL) {
     hak_block_t *top = atomic_load_explicit(&h->delayed, memory_order_relaxed);
     do {
-      later_tail->next = top;
+      hak_block_set_next(later_tail, top);
     } while (!atomic_compare_exchange_weak_explicit(&h->delayed, &top, later, memory_order_release,
                                                     memory_order_relaxed));
   }

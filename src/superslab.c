@@ -195,8 +195,7 @@ bool hak_slab_extend(hak_slab_t *s)
   hak_block_t *prev = s->free;
   for (uint32_t i = n; i-- > 0;) {
     hak_block_t *b = (hak_block_t *)(first + (size_t)i * bs);
-    b->next = prev;
-    b->key = hak_free_key;
+    hak_block_set_next(b, prev);
     prev = b;
   }
   s->free = prev;

@@ -87,6 +87,43 @@ static void misuse_interior_medium(void) {
   after_misuse();
 }
 
+/* A one-byte overflow from a 32-byte block into the free block after it
+ * (a fresh slab hands its blocks out in address order): the next malloc of
+ * the class pops that block and finds its free-list words changed. */
+static void misuse_overflow_into_free(void) {
+  char *p = hak_malloc(32);
+  memset(p, 'A', 33);
+  void *q = hak_malloc(32);
+  void *r = hak_malloc(32);
+  (void)q;
+  (void)r;
+  after_misuse();
+}
+
+/* A write after free over the freed block's first bytes, then the malloc
+ * that would hand out the block behind its link. */
+static void misuse_write_after_free(void) {
+  char *p = hak_malloc(96);
+  hak_free(p);
+  memset(p, 0x41, 8);
+  void *q = hak_malloc(96);
+  void *r = hak_malloc(96);
+  (void)q;
+  (void)r;
+  after_misuse();
+}
+
+/* The same, with the write only over the link's second word. */
+static void misuse_write_after_free_check(void) {
+  char *p = hak_malloc(160);
+  hak_free(p);
+  p[12] ^= 1;
+  void *q = hak_malloc(160);
+  void *r = hak_malloc(160);
+  (void)q;
+  (void)r;
+  after_misuse();
+}
 
 /* ------------------------------------------------------------------ */
 /* fork() while another thread is inside the allocator. */
@@ -184,6 +221,9 @@ static const struct misuse cases[] = {
     {"interior", misuse_interior},
     {"interior_odd", misuse_interior_odd},
     {"interior_medium", misuse_interior_medium},
+    {"overflow_into_free", misuse_overflow_into_free},
+    {"write_after_free", misuse_write_after_free},
+    {"write_after_free_check", misuse_write_after_free_check},
 };
 
 int main(int argc, char **argv) {
