@@ -316,6 +316,7 @@ void *hak_os_map_aligned(size_t size, size_t align);  /* NULL on failure */
 void  hak_os_unmap(void *p, size_t size);
 void  hak_os_purge(void *p, size_t size);             /* give pages back, keep range */
 void  hak_os_hugepage(void *p, size_t size);          /* prefer THP there */
+void  hak_os_protect(void *p, size_t size, bool access); /* read+write, or no access */
 bool  hak_os_grow_in_place(void *p, size_t old, size_t new_size);
 bool  hak_os_move(void *from, size_t size, void *dst);  /* page tables only */
 uint64_t hak_os_now_ms(void);
@@ -326,6 +327,7 @@ _Noreturn void hak_fatal(const char *what, const void *p);
 
 typedef struct hak_options {
   bool stats;                /* HAKMEM_STATS: print the exit report */
+  bool secure;               /* HAKMEM_SECURE: the checks that cost (README) */
   uint32_t purge_delay_ms;   /* HAKMEM_PURGE_DELAY_MS: keep free pages this long */
   size_t purge_threshold;    /* HAKMEM_PURGE_THRESHOLD_KB: purge at once above */
   uint32_t ss_reserve;       /* HAKMEM_SS_RESERVE: empty SuperSlabs a heap keeps */
@@ -500,8 +502,10 @@ hak_superslab_t *hak_handoff_take(void);
  * wins its CAS, and `usable`/`dirty`, by realloc of the block's holder.
  * Once free, the mapping belongs to the cache (large.c) or the retire list,
  * and only the thread that took it out of a cache slot touches it.
- * dirty: bytes from the mapping's start that may hold non-zero data
- * (pages past it read as zero: never touched since mapped or purged). */
+ * The mapping's layout is in large.c.  dirty_from: the offset from which
+ * the block area (up to the guard) may hold non-zero data; the pages
+ * between the header page and it read as zero (never touched since mapped
+ * or purged). */
 typedef struct hak_large {
   uint64_t magic;
   _Atomic(uint32_t) live;     /* 1 while allocated; the freeing CAS makes it 0 */
@@ -509,7 +513,7 @@ typedef struct hak_large {
   size_t map_size;
   void *user;
   size_t usable;
-  size_t dirty;
+  size_t dirty_from;
   uintptr_t owner_tag;        /* registry tag of the allocating heap: remote-free count */
   size_t live_counted;        /* what its allocation added to large.c's live total */
   uint64_t freed_ms;          /* when it went to the cache */

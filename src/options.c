@@ -41,6 +41,7 @@ void hak_options_init(void)
 {
   uint64_t v;
   if (env_u64("HAKMEM_STATS", &v)) hak_opt.stats = v != 0;
+  if (env_u64("HAKMEM_SECURE", &v)) hak_opt.secure = v != 0;
   if (env_u64("HAKMEM_PURGE_DELAY_MS", &v)) hak_opt.purge_delay_ms = (uint32_t)v;
   if (env_u64("HAKMEM_PURGE_THRESHOLD_KB", &v)) hak_opt.purge_threshold = (size_t)v << 10;
   if (env_u64("HAKMEM_SS_RESERVE", &v)) hak_opt.ss_reserve = (uint32_t)v;

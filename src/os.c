@@ -53,6 +53,19 @@ void hak_os_hugepage(void *p, size_t size)
   errno = saved;
 }
 
+/* Make [p, p+size) readable and writable, or inaccessible (a guard: any
+ * access faults).  Failure (the process is out of VMAs) is not an error
+ * for a guard, which only catches misuse; but memory that must be
+ * accessible and cannot be made so is fatal. */
+void hak_os_protect(void *p, size_t size, bool access)
+{
+  if (size == 0) return;
+  int saved = errno;
+  if (mprotect(p, size, access ? PROT_READ | PROT_WRITE : PROT_NONE) != 0 && access)
+    hak_fatal("mprotect failed", p);
+  errno = saved;
+}
+
 /* Grow the mapping [p, p+old) to new bytes where it is (the address space
  * after it must be free).  false if it cannot. */
 bool hak_os_grow_in_place(void *p, size_t old, size_t new)

@@ -569,6 +569,15 @@ static void misuse_interior(void) {
   after_misuse();
 }
 
+/* A one-byte underflow of a large block overwrites its canary word: free
+ * reports it. */
+static void misuse_underflow(void) {
+  char *p = hak_malloc(3 * MiB);
+  p[-1] = 0x41;
+  hak_free(p);
+  after_misuse();
+}
+
 static void misuse_double_free_huge(void) {
   char *p = hak_malloc(100 * MiB); /* over HAKMEM_LARGE_CACHE_KB (64 MiB by default) */
   memset(p, 1, 4096);
@@ -598,6 +607,7 @@ static const struct misuse cases[] = {
     {"double_free_aligned", misuse_double_free_aligned},
     {"interior", misuse_interior},
     {"double_free_huge", misuse_double_free_huge},
+    {"underflow", misuse_underflow},
     {"double_free_retired", misuse_double_free_retired},
 };
 
