@@ -154,12 +154,13 @@ else()
 endif()
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "liburcu-dev, libck-dev, pkg-config")
 # The shlibs file (dpkg-shlibdeps of packages linking libhakmem.so.0) and the
-# ldconfig trigger, as Debian policy 8.1.1 asks, rather than CPack's
-# postinst/postrm scripts that run ldconfig themselves.
+# ldconfig trigger, as Debian policy 8.1.1 asks, with no-op postinst/postrm
+# in place of CPack's, which run ldconfig themselves (see cmake/deb/postinst).
 file(WRITE ${HAKMEM_GEN_DIR}/deb/shlibs
   "libhakmem ${PROJECT_VERSION_MAJOR} hakmem (>= ${PROJECT_VERSION})\n")
-set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
-  ${HAKMEM_GEN_DIR}/deb/shlibs ${PROJECT_SOURCE_DIR}/cmake/deb/triggers)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${HAKMEM_GEN_DIR}/deb/shlibs
+  ${PROJECT_SOURCE_DIR}/cmake/deb/triggers
+  ${PROJECT_SOURCE_DIR}/cmake/deb/postinst ${PROJECT_SOURCE_DIR}/cmake/deb/postrm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_PACKAGE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 include(CPack)
