@@ -43,13 +43,12 @@ set_target_properties(hakmem PROPERTIES
 # hakmem.h for its consumers (installed ones: INCLUDES DESTINATION below).
 target_include_directories(hakmem INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>)
 
+# One package holds everything (no runtime/-dev split): the soname chain with
+# the dev symlink libhakmem.so, and the static library.
 install(TARGETS hakmem hakmem_api EXPORT hakmemTargets
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} NAMELINK_SKIP
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-# The dev symlink libhakmem.so, separately (NAMELINK_SKIP above) so that it is
-# installed even though hakmem is no -dev/runtime split: one package holds all.
-install(TARGETS hakmem LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} NAMELINK_ONLY)
 install(FILES ${PROJECT_SOURCE_DIR}/include/hakmem.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/README.md
