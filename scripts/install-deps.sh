@@ -5,7 +5,7 @@
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -euo pipefail
 
-pkgs=(cmake gcc g++ make binutils liburcu-dev libck-dev python3 procps
+pkgs=(cmake gcc g++ make binutils liburcu-dev libck-dev python3 procps pkgconf dpkg-dev
       pigz zstd xz-utils coreutils git)
 if [[ "${1:-}" == "--bench" || "${1:-}" == "--all" ]]; then
   pkgs+=(libmimalloc-dev libjemalloc-dev libtcmalloc-minimal4 gnuplot-nox)
