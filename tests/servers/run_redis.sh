@@ -9,8 +9,8 @@
 # serves malloc, calloc, realloc, free and malloc_usable_size (the calls redis
 # makes through zmalloc); redis's jemalloc-only calls (mallctl, nallocx,
 # malloc_stats_print) still reach jemalloc, which holds almost nothing:
-# INFO memory's allocator_* fields and MEMORY PURGE (and the purge FLUSHALL
-# does) are jemalloc's, not hakmem's.  See tests/servers/README.md.
+# INFO memory's allocator_* fields and MEMORY PURGE are jemalloc's, not
+# hakmem's.  See tests/servers/README.md.
 #
 # 1. redis-server --io-threads 2 --io-threads-do-reads yes, no persistence,
 #    on a free loopback port, under LD_PRELOAD.
