@@ -220,12 +220,13 @@ static int mc_send_str(int fd, const char *s)
 
 /* ------------------------------------------------------------ load */
 
+/* One client thread: its inputs, then its counts.  Written only by that
+ * thread until the main thread joins it and sums the counts. */
 typedef struct {
   int port, tid, nkeys;
   double deadline;
   uint64_t seed;
   const mc_sizes_t *sz;
-  /* results */
   uint64_t ops, sets, gets, hits, deletes, bytes_out, bytes_verified, errors;
 } mc_thread_t;
 
