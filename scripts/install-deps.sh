@@ -5,8 +5,14 @@
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -euo pipefail
 
+# memcached, redis-server, redis-tools: the server tests (tests/servers/).
+# On a host with systemd, installing them starts their system services
+# (ports 11211 and 6379); the tests neither use nor disturb those: each test
+# starts its own server on a free loopback port, with its own options and no
+# configuration or data file of the system instance.
+# pkgconf, dpkg-dev: the install and package tests (tests/install/).
 pkgs=(cmake gcc g++ make binutils liburcu-dev libck-dev python3 procps pkgconf dpkg-dev
-      pigz zstd xz-utils coreutils git)
+      pigz zstd xz-utils coreutils git memcached redis-server redis-tools)
 if [[ "${1:-}" == "--bench" || "${1:-}" == "--all" ]]; then
   pkgs+=(libmimalloc-dev libjemalloc-dev libtcmalloc-minimal4 gnuplot-nox)
 fi
