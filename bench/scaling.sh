@@ -84,46 +84,20 @@ for w in $WORKLOADS; do
 done
 [[ -x $BIN/runmeasure ]] || die "$BIN/runmeasure is missing: build first"
 
-# ---- allocators ----
-find_lib() {     # find_lib soname...: first existing path
-  local dirs=("/usr/lib/$(uname -m)-linux-gnu" /usr/lib64 /usr/lib /usr/local/lib) d n
-  for n in "$@"; do for d in "${dirs[@]}"; do
-    [[ -e $d/$n ]] && { echo "$d/$n"; return 0; }
-  done; done
-  return 1
-}
-# Prints ok if LD_PRELOAD=$1 really maps the library (ld.so only warns and
-# carries on with glibc when a preload fails, which would silently measure
-# the wrong allocator).
-preload_works() {
-  local real maps
-  real=$(readlink -f "$1")
-  maps=$(LD_PRELOAD=$1 cat /proc/self/maps 2>/dev/null) || return 1
-  grep -qF "$real" <<<"$maps"
-}
-
+# ---- allocators (scripts/allocators.sh: where each lives, does it preload) ----
+source "$ROOT/scripts/allocators.sh"
 alloc_names=()
 alloc_libs=()
 for a in $ALLOCATORS; do
-  name=$a lib=
-  case "$a" in
-    *=*) name=${a%%=*}; lib=$(abspath "${a#*=}") ;;
-    hakmem) lib=$HAKMEM_LIB ;;
-    glibc) lib= ;;
-    mimalloc) lib=$(find_lib libmimalloc.so.2 libmimalloc.so) || { note "mimalloc not installed: skipped"; continue; } ;;
-    jemalloc) lib=$(find_lib libjemalloc.so.2 libjemalloc.so) || { note "jemalloc not installed: skipped"; continue; } ;;
-    tcmalloc) lib=$(find_lib libtcmalloc_minimal.so.4 libtcmalloc.so.4) || { note "tcmalloc not installed: skipped"; continue; } ;;
-    *) die "unknown allocator '$a' (use NAME=/path/lib.so for others)" ;;
-  esac
-  if [[ -n $lib ]]; then
-    if [[ ! -e $lib ]]; then
-      [[ $name == hakmem ]] && die "hakmem library $lib not found: build it, set HAKMEM_LIB, or drop hakmem from ALLOCATORS"
-      die "$name: $lib not found"
-    fi
-    preload_works "$lib" || die "$name: LD_PRELOAD=$lib does not load (see: LD_PRELOAD=$lib true)"
+  rc=0
+  alloc_resolve "$a" "$HAKMEM_LIB" || rc=$?
+  if [[ $rc == 1 ]]; then note "$ALLOC_ERR: skipped"; continue; fi
+  if [[ $rc != 0 ]]; then
+    [[ $a == hakmem ]] && ALLOC_ERR="$ALLOC_ERR, set HAKMEM_LIB, or drop hakmem from ALLOCATORS"
+    die "$ALLOC_ERR"
   fi
-  alloc_names+=("$name")
-  alloc_libs+=("$lib")
+  alloc_names+=("$ALLOC_NAME")
+  alloc_libs+=("$ALLOC_LIB")
 done
 [[ ${#alloc_names[@]} -ge 1 ]] || die "no allocator to run"
 nalloc=${#alloc_names[@]}
