@@ -23,14 +23,18 @@ static HAK_NOINLINE void *malloc_large(size_t n)
 /* Sizes above 1 KiB: a computed size class, or a large block. */
 static HAK_NOINLINE void *malloc_medium(size_t n)
 {
+  hak_init();  /* the process's first malloc comes here: the fast limit starts at 0 */
+  if (HAK_UNLIKELY(hak_opt.secure)) return hak_secure_alloc(hak_tls_heap, n, HAK_MIN_ALIGN, false);
   if (HAK_LIKELY(n <= HAK_SMALL_MAX)) return hak_heap_alloc(hak_tls_heap, hak_size_class(n));
   return malloc_large(n);
 }
 
-/* Most allocations are small: one compare and a table lookup to the class. */
+/* Most allocations are small: one compare and a table lookup to the class.
+ * (The limit is 0 until initialisation and in secure mode: such calls take
+ * malloc_medium.) */
 void *hak_malloc(size_t n)
 {
-  if (HAK_LIKELY(n <= 1024)) return hak_heap_alloc(hak_tls_heap, hak_class_small[(n + 15) >> 4]);
+  if (HAK_LIKELY(n < hak_secure_fast_limit)) return hak_heap_alloc(hak_tls_heap, hak_class_small[(n + 15) >> 4]);
   return malloc_medium(n);
 }
 
@@ -64,14 +68,27 @@ static void free_remote(hak_heap_t *h, void *p)
   hak_slab_t *s = hak_slab_of(ss, p);
   if (HAK_UNLIKELY(!hak_slab_is_block(s, p, s->reserved) || hak_block_is_free((hak_block_t *)p)))
     hak_free_invalid(p, false);
+  if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, false);
   size_t cls = s->cls;  /* read before the push: then the owner may reuse the slab */
   hak_remote_free(ss, s, (hak_block_t *)p);
   count_free(h, cls, true);
 }
 
+/* Secure mode: a block of a SuperSlab this heap owns (free_tag never
+ * matched).  The checks of hak_heap_free_local first: only a block start
+ * that is not free may be read. */
+static void free_local_secure(hak_heap_t *h, void *p)
+{
+  hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
+  if (!hak_slab_is_block(s, p, s->capacity) || hak_block_is_free((hak_block_t *)p)) hak_free_invalid(p, true);
+  hak_secure_free(s, p, true);
+  hak_heap_free_local(h, p);
+}
+
 static HAK_NOINLINE void free_other(hak_heap_t *h, void *p, uintptr_t tag)
 {
   if (tag == 0) { free_foreign(h, p); return; }
+  if (HAK_UNLIKELY(hak_opt.secure) && tag == h->tag) { free_local_secure(h, p); return; }
   if (HAK_UNLIKELY(h->state == HAK_HEAP_EMPTY)) h = hak_heap_thread_get(h);
   hak_rcu_read_lock();
   tag = hak_map_get(p);
@@ -96,7 +113,7 @@ void hak_free(void *p)
 {
   hak_heap_t *h = hak_tls_heap;
   uintptr_t tag = hak_map_get(p);
-  if (HAK_LIKELY(tag == h->tag)) {
+  if (HAK_LIKELY(tag == h->free_tag)) {
     hak_heap_free_local(h, p);
     return;
   }
@@ -120,7 +137,7 @@ static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
   if (tag == h->tag) {
     hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
     if (!hak_slab_is_block(s, p, s->capacity)) hak_fatal("not a block start", p);
-    return s->block_size;
+    return HAK_UNLIKELY(hak_opt.secure) ? hak_secure_usable(s, p) : s->block_size;
   }
   size_t n = 0;
   hak_rcu_read_lock();
@@ -128,7 +145,7 @@ static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
   if ((tag & HAK_TAG_KIND) == HAK_TAG_SS) {
     hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
     if (!hak_slab_is_block(s, p, s->reserved)) hak_fatal("not a block start", p);
-    n = s->block_size;
+    n = HAK_UNLIKELY(hak_opt.secure) ? hak_secure_usable(s, p) : s->block_size;
   } else if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
     hak_large_t *l = hak_large_of(tag, p);
     if (l == NULL) hak_fatal("invalid pointer into a large block", p);
@@ -218,6 +235,8 @@ void *hak_calloc(size_t n, size_t size)
     }
     return hak_large_alloc(hak_tls_heap, total, HAK_MIN_ALIGN, true);  /* zeroes only if reused */
   }
+  hak_init();  /* options first: secure mode decides the block's layout */
+  if (HAK_UNLIKELY(hak_opt.secure)) return hak_secure_alloc(hak_tls_heap, total, HAK_MIN_ALIGN, true);
   void *p = hak_heap_alloc(hak_tls_heap, hak_size_class(total));
   if (p != NULL) memset(p, 0, total);
   return p;
@@ -235,6 +254,8 @@ static void *alloc_aligned(size_t align, size_t n)
     errno = ENOMEM;
     return NULL;
   }
+  hak_init();  /* options first: secure mode decides the block's layout */
+  if (HAK_UNLIKELY(hak_opt.secure)) return hak_secure_alloc(hak_tls_heap, n, align, false);
   int c = hak_size_class_aligned(n, align);
   if (c >= 0) return hak_heap_alloc(hak_tls_heap, (size_t)c);
   return hak_large_alloc(hak_tls_heap, n, align, false);

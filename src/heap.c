@@ -11,8 +11,10 @@
 #define EMPTY_CUR { [0 ... HAK_NUM_CLASSES - 1] = &hak_slab_empty }
 
 hak_slab_t hak_slab_empty;  /* free == NULL forever: every pop misses */
-hak_heap_t hak_heap_empty = { .cur = EMPTY_CUR, .tag = HAK_TAG_NONE, .state = HAK_HEAP_EMPTY };
-hak_heap_t hak_heap_dead = { .cur = EMPTY_CUR, .tag = HAK_TAG_NONE, .state = HAK_HEAP_DEAD };
+hak_heap_t hak_heap_empty = { .cur = EMPTY_CUR, .tag = HAK_TAG_NONE, .free_tag = HAK_TAG_NONE,
+                              .state = HAK_HEAP_EMPTY };
+hak_heap_t hak_heap_dead = { .cur = EMPTY_CUR, .tag = HAK_TAG_NONE, .free_tag = HAK_TAG_NONE,
+                             .state = HAK_HEAP_DEAD };
 __thread hak_heap_t *hak_tls_heap = &hak_heap_empty;
 
 /* Heaps come from mmap'd chunks and are never unmapped; a heap whose thread
@@ -270,6 +272,7 @@ static void heap_reset(hak_heap_t *h)
     h->partial[c] = NULL;
   }
   h->tag = (uintptr_t)h | HAK_TAG_SS;
+  h->free_tag = hak_opt.secure ? h->tag | 4 : h->tag;  /* heaps are 64-aligned: never a tag */
   h->ss_list = h->ss_tail = NULL;
   h->empty_ss = h->dirty_units = 0;
   h->dirty_since_ms = 0;

@@ -371,6 +371,8 @@ enum { HAK_HEAP_EMPTY = 0, HAK_HEAP_LIVE, HAK_HEAP_DEAD };
 struct hak_heap {
   hak_slab_t *cur[HAK_NUM_CLASSES];        /* fast path: slab being allocated from */
   uintptr_t tag;                            /* registry tag of SuperSlabs it owns */
+  uintptr_t free_tag;                       /* free's fast-path compare: tag, or never
+                                               equal to a tag in secure mode */
   int state;                                /* HAK_HEAP_* */
   hak_slab_t *partial[HAK_NUM_CLASSES];     /* slabs with room: circular, oldest first */
   hak_superslab_t *ss_list, *ss_tail;       /* SuperSlabs owned: with room first */
@@ -552,6 +554,14 @@ static inline void hak_gcount(_Atomic(uint64_t) *c, uint64_t n)
 void hak_stats_fold(hak_heap_t *h);
 void hak_stats_print(void);
 void hak_stats_init(void);   /* after options: keep a descriptor for the report */
+
+/* ------------------------------------------------------------------ secure */
+
+/* HAKMEM_SECURE=1 (secure.c): trailers, padding and zeroing of small blocks. */
+extern HAK_HIDDEN size_t hak_secure_fast_limit;   /* 1025; 0 before init and in secure mode */
+void  *hak_secure_alloc(hak_heap_t *h, size_t n, size_t align, bool zero);
+void   hak_secure_free(hak_slab_t *s, void *p, bool owner);
+size_t hak_secure_usable(hak_slab_t *s, const void *p);
 
 /* -------------------------------------------------------------- foreign */
 

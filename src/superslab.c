@@ -192,6 +192,7 @@ bool hak_slab_extend(hak_slab_t *s)
   uint32_t n = bs >= HAK_PAGE_SIZE ? 1 : (uint32_t)(HAK_PAGE_SIZE / bs);
   if (n > s->reserved - s->capacity) n = s->reserved - s->capacity;
   uint8_t *first = s->start + (size_t)s->capacity * bs;
+  if (HAK_UNLIKELY(hak_opt.secure)) memset(first, 0, (size_t)n * bs);  /* secure.c: free blocks are zero */
   hak_block_t *prev = s->free;
   for (uint32_t i = n; i-- > 0;) {
     hak_block_t *b = (hak_block_t *)(first + (size_t)i * bs);

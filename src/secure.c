@@ -1,0 +1,110 @@
+/* HAKMEM_SECURE=1: the checks that cost too much to be on by default
+ * (README, "Misuse detection").  Large blocks get theirs in large.c (cached
+ * mappings inaccessible, reused blocks zeroed); small and medium blocks get
+ * theirs here:
+ *
+ *   [0, n)          the program's n bytes (malloc_usable_size says n);
+ *   [n, bs - 4)     padding, every byte SECURE_PAD;
+ *   [bs - 4, bs)    the trailer: (bs - n) ^ a per-block key (hak_keys.check
+ *                   mixed with the block's address), 0 if never allocated.
+ *
+ * The class is chosen for n + 4 (at least 32 bytes: a free block's list
+ * words stay clear of the trailer), so every block has its trailer.  free
+ * checks the block's padding and trailer (an overflow past the block), and,
+ * when the freeing thread owns the slab, the trailer of the block before it
+ * (an underflow: the bytes just before a block are the end of the previous
+ * one).  A freed block is zeroed except its list words and trailer, and
+ * malloc checks that it still is (a write after free), so no block carries
+ * an earlier one's data.  Slabs are carved zeroed.
+ *
+ * Default mode pays nothing for this: hak_malloc's small fast path is taken
+ * only below hak_secure_fast_limit (0 here), and a heap's free_tag never
+ * matches in secure mode, so every call reaches the out-of-line paths that
+ * call this file. */
+#include <string.h>
+
+#include "internal.h"
+
+#define SECURE_PAD 0xA5
+#define TRAILER ((uint32_t)sizeof(uint32_t))
+
+/* hak_malloc's fast path serves n below it: 1025 once initialised outside
+ * secure mode (hak_init_slow), 0 before (the first malloc initialises). */
+size_t hak_secure_fast_limit = 0;
+
+static inline uint32_t trailer_key(const void *p)
+{
+  uintptr_t k = hak_keys.check ^ ((uintptr_t)p * 0x9e3779b97f4a7c15ull);
+  return (uint32_t)(k ^ (k >> 32));
+}
+static inline uint32_t *trailer_of(uint8_t *p, uint32_t bs) { return (uint32_t *)(p + bs - TRAILER); }
+
+/* p's requested size, or SIZE_MAX if its trailer is not one malloc wrote. */
+static size_t trailer_size(uint8_t *p, uint32_t bs)
+{
+  uint32_t raw;
+  memcpy(&raw, trailer_of(p, bs), sizeof raw);
+  uint32_t slack = raw ^ trailer_key(p);
+  if (raw == 0 || slack < TRAILER || slack > bs) return SIZE_MAX;
+  return bs - slack;
+}
+
+void *hak_secure_alloc(hak_heap_t *h, size_t n, size_t align, bool zero)
+{
+  int c = -1;
+  /* Room for the trailer, and past a free block's list words. */
+  size_t need = n > sizeof(hak_block_t) ? n + TRAILER : sizeof(hak_block_t) + TRAILER;
+  if (n <= HAK_SMALL_MAX - TRAILER)
+    c = align <= HAK_MIN_ALIGN ? (int)hak_size_class(need) : hak_size_class_aligned(need, align);
+  if (c < 0) return hak_large_alloc(h, n, align < HAK_MIN_ALIGN ? HAK_MIN_ALIGN : align, true);
+  uint8_t *p = hak_heap_alloc(h, (size_t)c);
+  if (p == NULL) return NULL;
+  uint32_t bs = hak_class_size[c];
+  /* A free block is zero past its list words up to its trailer. */
+  uint64_t any = 0;
+  uint32_t i = sizeof(hak_block_t), end = bs - TRAILER;
+  for (; i + 8 <= end; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    any |= w;
+  }
+  for (; i < end; i++) any |= p[i];
+  if (HAK_UNLIKELY(any != 0)) hak_fatal("malloc(): heap corruption: a free block was written after free", p);
+  memset(p, 0, sizeof(hak_block_t));
+  memset(p + n, SECURE_PAD, bs - TRAILER - n);
+  uint32_t t = (uint32_t)(bs - n) ^ trailer_key(p);
+  memcpy(trailer_of(p, bs), &t, sizeof t);
+  (void)zero;  /* always zeroed */
+  return p;
+}
+
+/* The block was a valid, allocated block start of s: check its end (and,
+ * for the owner, the end of the block before it), then zero it. */
+void hak_secure_free(hak_slab_t *s, void *ptr, bool owner)
+{
+  uint8_t *p = ptr;
+  uint32_t bs = s->block_size;
+  size_t n = trailer_size(p, bs);
+  if (n == SIZE_MAX) hak_fatal("free(): heap corruption: the end of a block was overwritten (buffer overflow)", p);
+  for (size_t i = n; i < bs - TRAILER; i++)
+    if (p[i] != SECURE_PAD)
+      hak_fatal("free(): heap corruption: the bytes after a block were overwritten (buffer overflow)", p);
+  /* Only the owner allocates in this slab, so the trailer of the block
+   * before cannot change under it; a remote freer of that block leaves
+   * its trailer alone. */
+  if (owner && p != s->start) {
+    uint8_t *q = p - bs;
+    uint32_t raw;
+    memcpy(&raw, trailer_of(q, bs), sizeof raw);
+    if (raw != 0 && trailer_size(q, bs) == SIZE_MAX)
+      hak_fatal("free(): heap corruption: the bytes before a block were overwritten (buffer underflow)", p);
+  }
+  memset(p + sizeof(hak_block_t), 0, bs - TRAILER - sizeof(hak_block_t));
+}
+
+size_t hak_secure_usable(hak_slab_t *s, const void *p)
+{
+  size_t n = trailer_size((uint8_t *)p, s->block_size);
+  if (n == SIZE_MAX) hak_fatal("malloc_usable_size(): heap corruption: the end of a block was overwritten", p);
+  return n;
+}
