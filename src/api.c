@@ -17,7 +17,7 @@
 static HAK_NOINLINE void *malloc_large(size_t n)
 {
   if (n > HAK_MAX_ALLOC) { errno = ENOMEM; return NULL; }
-  return hak_large_alloc(hak_tls_heap, n, HAK_MIN_ALIGN, false);
+  return hak_large_alloc(hak_tls_heap, n, HAK_MIN_ALIGN, false, false);
 }
 
 /* Sizes above 1 KiB: a computed size class, or a large block. */
@@ -202,7 +202,7 @@ void *hak_realloc(void *p, size_t n)
   } else if (tag != 0 && n <= old && n >= old / 2) {
     return p;  /* fits and wastes at most half */
   }
-  void *q = hak_malloc(n);
+  void *q = n > HAK_SMALL_MAX && n <= HAK_MAX_ALLOC ? hak_large_alloc(h, n, HAK_MIN_ALIGN, false, true) : hak_malloc(n);
   if (q == NULL) return NULL;
   memcpy(q, p, old < n ? old : n);
   hak_free(p);
@@ -233,7 +233,7 @@ void *hak_calloc(size_t n, size_t size)
       errno = ENOMEM;
       return NULL;
     }
-    return hak_large_alloc(hak_tls_heap, total, HAK_MIN_ALIGN, true);  /* zeroes only if reused */
+    return hak_large_alloc(hak_tls_heap, total, HAK_MIN_ALIGN, true, false);  /* zeroes only if reused */
   }
   hak_init();  /* options first: secure mode decides the block's layout */
   if (HAK_UNLIKELY(hak_opt.secure)) return hak_secure_alloc(hak_tls_heap, total, HAK_MIN_ALIGN, true);
@@ -258,7 +258,7 @@ static void *alloc_aligned(size_t align, size_t n)
   if (HAK_UNLIKELY(hak_opt.secure)) return hak_secure_alloc(hak_tls_heap, n, align, false);
   int c = hak_size_class_aligned(n, align);
   if (c >= 0) return hak_heap_alloc(hak_tls_heap, (size_t)c);
-  return hak_large_alloc(hak_tls_heap, n, align, false);
+  return hak_large_alloc(hak_tls_heap, n, align, false, false);
 }
 
 static bool pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }

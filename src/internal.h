@@ -524,7 +524,8 @@ typedef struct hak_large {
 
 #define HAK_LARGE_MAGIC 0x48414b4c52474500ul  /* "HAKLRGE" */
 
-void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero);
+/* grow: realloc's new block, placed with room to grow (large.c's layout). */
+void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool grow);
 void  hak_large_retire(hak_large_t *l);   /* outside any read-side section */
 void  hak_large_trim(void);
 void  hak_large_decay(void);              /* purge cache entries idle past the purge delay */

@@ -7,7 +7,9 @@
  *   [PAGE, user)   a hole, never touched by the block's holder;
  *   user - 8       a canary word (hak_keys.check ^ user), checked by free and
  *                  realloc: a buffer underflow of the block overwrites it;
- *   [user, E)      the block, placed so that it ends at E;
+ *   [user, E)      the block, placed so that it ends at E (a block that
+ *                  realloc made starts at the bottom instead, with room to
+ *                  grow above it: realloc will likely grow it again);
  *   [E, map_size)  the guard region: PROT_NONE, so a buffer overflow faults
  *                  at its first byte past the block (the block is exact
  *                  when its size is a multiple of its alignment, 16).
@@ -366,7 +368,7 @@ static hak_large_t *large_map(size_t map_size, size_t map_align)
   return l;
 }
 
-void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero)
+void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool grow)
 {
   hak_init();  /* a thread's first call may be a large one: options first */
   if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
@@ -376,12 +378,21 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero)
   size_t map_size = hak_align_up(off_min + size, HAK_SS_SIZE) + GUARD;
   hak_large_t *l = large_map(map_size, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
   if (l == NULL) { errno = ENOMEM; return NULL; }
-  size_t end = large_end(l);
-  size_t off = (end - size) & ~(align - 1);  /* the block ends at the guard */
+  size_t end = large_end(l), off, usable;
+  if (!grow) {
+    off = (end - size) & ~(align - 1);  /* the block ends at the guard */
+    usable = end - off;
+  } else {
+    /* A block realloc will likely grow again: at the bottom of its area,
+     * with the rest above it to grow into without a system call. */
+    off = off_min;
+    usable = hak_align_up(off + size, HAK_PAGE_SIZE) - off;
+    if (usable > end - off) usable = end - off;
+  }
   l->magic = HAK_LARGE_MAGIC;
   l->owner_tag = h->tag;
   l->user = (char *)l + off;
-  l->usable = end - off;
+  l->usable = usable;
   /* A reused mapping may hold dirty pages below this block (a larger block
    * used it before).  Faulting pages back costs more than keeping a few,
    * so they stay unless they exceed both 1 MiB and the block's own size
@@ -390,9 +401,9 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero)
   if (l->dirty_from < below && below - l->dirty_from > ((size_t)1 << 20) && below - l->dirty_from > l->usable)
     large_purge_below(l, below);
   ((uintptr_t *)l->user)[-1] = large_canary(l->user);
-  if ((zero || hak_opt.secure) && l->dirty_from < end) {
+  if ((zero || hak_opt.secure) && l->dirty_from < off + usable) {
     size_t from = l->dirty_from > off ? l->dirty_from : off;
-    memset((char *)l + from, 0, end - from);
+    memset((char *)l + from, 0, off + usable - from);
   }
   if (l->dirty_from > below) l->dirty_from = below;  /* the holder may write all of it */
   /* release: a reader that finds the block live sees its header written */
@@ -487,14 +498,11 @@ void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size)
     if (n == NULL) return NULL;
     l = n;
   }
-  size_t usable = large_end(l) - off;
-  if (size + HAK_PAGE_SIZE <= usable / 2) {
-    /* Shrunk to less than half: the pages past the new end go back (they
-     * stay below the guard, so an overflow up to it is not caught). */
-    size_t keep = hak_align_up(off + size, HAK_PAGE_SIZE);
-    hak_os_purge((char *)l + keep, large_end(l) - keep);
-    usable = keep - off;
-  }
+  /* The block grows and shrinks by pages inside its area: only a fresh
+   * block ends exactly at the guard. */
+  size_t usable = hak_align_up(off + size, HAK_PAGE_SIZE) - off;
+  if (usable > large_end(l) - off) usable = large_end(l) - off;
+  if (usable < l->usable) hak_os_purge((char *)l->user + usable, l->usable - usable);  /* the tail goes back */
   if (usable > l->usable) count_large(h, true, 0, usable - l->usable);
   else if (usable < l->usable) count_large(h, false, 0, l->usable - usable);
   l->usable = usable;

@@ -56,7 +56,7 @@ void *hak_secure_alloc(hak_heap_t *h, size_t n, size_t align, bool zero)
   size_t need = n > sizeof(hak_block_t) ? n + TRAILER : sizeof(hak_block_t) + TRAILER;
   if (n <= HAK_SMALL_MAX - TRAILER)
     c = align <= HAK_MIN_ALIGN ? (int)hak_size_class(need) : hak_size_class_aligned(need, align);
-  if (c < 0) return hak_large_alloc(h, n, align < HAK_MIN_ALIGN ? HAK_MIN_ALIGN : align, true);
+  if (c < 0) return hak_large_alloc(h, n, align < HAK_MIN_ALIGN ? HAK_MIN_ALIGN : align, true, false);
   uint8_t *p = hak_heap_alloc(h, (size_t)c);
   if (p == NULL) return NULL;
   uint32_t bs = hak_class_size[c];
