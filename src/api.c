@@ -36,24 +36,25 @@ void *hak_malloc(size_t n)
 
 /* -------------------------------------------------------------------- free */
 
-static void count_free(hak_heap_t *h, size_t cls, bool remote)
+/* A free of a block of another heap's slab (owner: the slab's carver). */
+static void count_free_remote(hak_heap_t *h, size_t cls, uint32_t owner)
 {
   if (!hak_opt.stats) return;
   if (h->state == HAK_HEAP_LIVE) {
     hak_count(&h->stats.frees[cls], 1);
-    if (remote) hak_count(&h->stats.remote_frees, 1);
+    hak_count(&h->stats.remote_frees, 1);
   } else {
-    hak_gcount(&hak_gstats.frees, 1);
-    hak_gcount(&hak_gstats.live_bytes_out, hak_class_size[cls]);
-    if (remote) hak_gcount(&hak_gstats.remote_frees, 1);
+    hak_gcount(&hak_gstats.folded.frees[cls], 1);
+    hak_gcount(&hak_gstats.folded.remote_frees, 1);
   }
+  if (hak_opt.stats >= 2) hak_stats_count_remote(h, owner);
 }
 
 static void free_foreign(hak_heap_t *h, void *p)
 {
   if (p == NULL || hak_boot_owns(p)) return;
   if (h->state == HAK_HEAP_LIVE) hak_count(&h->stats.foreign_frees, 1);
-  else if (hak_opt.stats) hak_gcount(&hak_gstats.foreign_frees, 1);
+  else if (hak_opt.stats) hak_gcount(&hak_gstats.folded.foreign_frees, 1);
   hak_sys_free(p);
 }
 
@@ -65,8 +66,9 @@ static void free_remote(hak_heap_t *h, void *p)
   if (HAK_UNLIKELY(!hak_slab_is_block(s, p, s->reserved) || ((hak_block_t *)p)->key == hak_free_key))
     hak_free_invalid(p, false);
   size_t cls = s->cls;  /* read before the push: then the owner may reuse the slab */
+  uint32_t owner = s->owner_id;
   hak_remote_free(ss, s, (hak_block_t *)p);
-  count_free(h, cls, true);
+  count_free_remote(h, cls, owner);
 }
 
 static HAK_NOINLINE void free_other(hak_heap_t *h, void *p, uintptr_t tag)
