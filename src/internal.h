@@ -516,8 +516,7 @@ typedef struct hak_large {
   void *user;
   size_t usable;
   size_t dirty;
-  uintptr_t owner_tag;        /* registry tag of the allocating heap: remote-free count */
-  uint32_t owner_id;          /* id of the allocating heap (remote-free matrix) */
+  uint32_t owner_id;          /* id of the allocating heap (0: none): remote-free count */
   size_t live_counted;        /* what its allocation added to large.c's live total */
   uint64_t freed_ms;          /* when it went to the cache */
   hak_retired_t retired;

@@ -297,7 +297,6 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero)
   hak_large_t *l = large_map(need, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
   if (l == NULL) { errno = ENOMEM; return NULL; }
   l->magic = HAK_LARGE_MAGIC;
-  l->owner_tag = h->tag;
   l->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);
   l->user = (char *)l + off;
   l->usable = hak_align_up(need, HAK_PAGE_SIZE) - off;
@@ -341,7 +340,9 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
     hak_fatal("free(): double free of a large block", p);
   count_large(h, false, 1, l->usable);
   atomic_fetch_sub_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed);
-  if (h->tag != l->owner_tag && hak_opt.stats) {  /* freed by a thread that did not allocate it */
+  /* Freed by a thread that did not allocate it (ids, not tags: a heap is
+   * reused by the next thread, with a new id but the same tag). */
+  if (hak_opt.stats && atomic_load_explicit(&h->id, memory_order_relaxed) != l->owner_id) {
     if (h->state == HAK_HEAP_LIVE) hak_count(&h->stats.remote_frees, 1);
     else hak_gcount(&hak_gstats.folded.remote_frees, 1);
     if (hak_opt.stats >= 2) hak_stats_count_remote(h, l->owner_id);
