@@ -36,13 +36,18 @@ void *hak_malloc(size_t n)
 
 /* -------------------------------------------------------------------- free */
 
-/* A free of a block of another heap's slab (owner: the slab's carver). */
+static inline void count_on(hak_counter_t *c)  /* hak_count, statistics known on */
+{
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
+/* A free of a block of another heap's slab (owner: the slab's carver), with
+ * statistics on. */
 static void count_free_remote(hak_heap_t *h, size_t cls, uint32_t owner)
 {
-  if (!hak_opt.stats) return;
   if (h->state == HAK_HEAP_LIVE) {
-    hak_count(&h->stats.frees[cls], 1);
-    hak_count(&h->stats.remote_frees, 1);
+    count_on(&h->stats.frees[cls]);
+    count_on(&h->stats.remote_frees);
   } else {
     hak_gcount(&hak_gstats.folded.frees[cls], 1);
     hak_gcount(&hak_gstats.folded.remote_frees, 1);
@@ -58,6 +63,17 @@ static void free_foreign(hak_heap_t *h, void *p)
   hak_sys_free(p);
 }
 
+/* The push with statistics on.  Out of line: the uncounted path keeps
+ * nothing across the push, so free_other saves no extra register (callgrind:
+ * 3-5 instructions per remote free when this was inline). */
+static HAK_NOINLINE void free_remote_counted(hak_heap_t *h, hak_superslab_t *ss, hak_slab_t *s, void *p)
+{
+  size_t cls = s->cls;  /* read before the push: then the owner may reuse the slab */
+  uint32_t owner = s->owner_id;
+  hak_remote_free(ss, s, (hak_block_t *)p);
+  count_free_remote(h, cls, owner);
+}
+
 /* A block of a SuperSlab another heap owns (or nobody: abandoned). */
 static void free_remote(hak_heap_t *h, void *p)
 {
@@ -65,10 +81,11 @@ static void free_remote(hak_heap_t *h, void *p)
   hak_slab_t *s = hak_slab_of(ss, p);
   if (HAK_UNLIKELY(!hak_slab_is_block(s, p, s->reserved) || ((hak_block_t *)p)->key == hak_free_key))
     hak_free_invalid(p, false);
-  size_t cls = s->cls;  /* read before the push: then the owner may reuse the slab */
-  uint32_t owner = s->owner_id;
+  if (HAK_UNLIKELY(hak_opt.stats)) {
+    free_remote_counted(h, ss, s, p);
+    return;
+  }
   hak_remote_free(ss, s, (hak_block_t *)p);
-  count_free_remote(h, cls, owner);
 }
 
 static HAK_NOINLINE void free_other(hak_heap_t *h, void *p, uintptr_t tag)
