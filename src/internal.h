@@ -321,7 +321,7 @@ void hak_options_init(void);
 
 /* Per-thread counters.  Written only by the owning thread (relaxed load+store,
  * a plain increment on x86), read by hak_stats_get from any thread.  Block
- * counts are kept only with HAKMEM_STATS=1 (hak_opt.stats, fixed at
+ * counts are kept only with HAKMEM_STATS>=1 (hak_opt.stats, fixed at
  * initialisation, before the first block is handed out): the test costs a
  * compare of a read-only byte instead of a counter update on every malloc
  * and free. */

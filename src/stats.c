@@ -492,7 +492,7 @@ static unsigned rank_top(const rank_t *r, uint32_t *top)
     used[best] = true;
     top[k] = r->id[best];
   }
-  /* Busiest first; among the shown, in thread order for a stable layout. */
+  /* The busiest REPORT_TOP, shown in thread order (a stable layout). */
   for (unsigned i = 1; i < k; i++)
     for (unsigned j = i; j > 0 && top[j] < top[j - 1]; j--) {
       uint32_t x = top[j]; top[j] = top[j - 1]; top[j - 1] = x;
