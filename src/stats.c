@@ -41,7 +41,6 @@ static int report_fd = 2;
 /* The name threads have unless renamed (the process's, inherited by every
  * thread it creates), two words of a char[16]; read at start-up. */
 static uint64_t default_name[2];
-static pid_t process_id;
 
 static uint64_t rd(const hak_counter_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
 
@@ -165,7 +164,7 @@ static void thread_label(uint32_t id, char out[24])
       if (*c == ' ' || (unsigned char)*c < 32) *c = '_';  /* one word: the columns stay readable */
     return;
   }
-  if (tid != 0 && tid == process_id) {
+  if (tid != 0 && tid == getpid()) {  /* now: a fork child's main thread too */
     strcpy(out, "main");
     return;
   }
@@ -202,7 +201,6 @@ void hak_stats_init(void)
   int fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
   if (fd >= 0) report_fd = fd;
   errno = saved;
-  process_id = getpid();
   char b[32];
   if (read_small_file("/proc/self/comm", b, sizeof b) > 0) name_pack(b, default_name);
 }
@@ -307,7 +305,7 @@ static void fold_remote(hak_heap_t *h)
   uint64_t w[2];
   self_name(w);  /* on the exiting thread itself */
   int32_t tid = atomic_load_explicit(&h->tid, memory_order_relaxed);
-  if (name_is_set(w) || tid == process_id) names_put(id, w, tid);
+  if (name_is_set(w) || tid == getpid()) names_put(id, w, tid);
 }
 
 /* ------------------------------------------------------------------- sums */
