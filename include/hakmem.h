@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,9 +33,11 @@ void   hak_free_aligned_sized(void *p, size_t alignment, size_t size);
 /* Process-wide counters.  Totals cover every thread, exited ones included;
  * the contributions of threads still running are read without stopping them,
  * so they are exact only when those threads are quiescent.  The block counts
- * (allocs, frees, remote_frees, live_bytes, large_allocs, foreign_frees) are
- * kept only when the environment has HAKMEM_STATS=1 at start-up (they cost
- * two counter updates per malloc+free); the mapping counters always are. */
+ * (allocs, frees, remote_frees, live_bytes, large_*, foreign_frees, slabs)
+ * are kept only when the environment has HAKMEM_STATS=1 or 2 at start-up
+ * (they cost two counter updates per malloc+free); the mapping counters
+ * (superslabs_*, mapped_bytes, purged_bytes, large_cached_bytes,
+ * heaps_abandoned) always are.  Fields are only ever added at the end. */
 typedef struct hak_stats {
   uint64_t allocs;             /* blocks handed out (small and large) */
   uint64_t frees;              /* blocks taken back, by any thread */
@@ -48,9 +51,36 @@ typedef struct hak_stats {
   uint64_t superslabs_adopted; /* adoptions of abandoned SuperSlabs (one may be
                                   adopted, drained and abandoned again many times) */
   uint64_t foreign_frees;      /* pointers handed to the system allocator */
+  /* added later (hakmem 2): */
+  uint64_t large_frees;        /* of frees: large blocks */
+  uint64_t large_live_bytes;   /* usable bytes of large blocks not yet freed */
+  uint64_t large_cached_bytes; /* committed bytes of freed large mappings kept for reuse */
+  uint64_t superslabs_purged;  /* passes giving a SuperSlab's free pages back */
+  uint64_t purged_bytes;       /* bytes given back by those passes */
+  uint64_t peak_rss_bytes;     /* the process's peak resident set (VmHWM) */
+  uint64_t slabs;              /* slabs in use (all classes, abandoned ones included) */
 } hak_stats_t;
 
 void hak_stats_get(hak_stats_t *out);
+
+/* Per size class (block counts need HAKMEM_STATS=1 or 2, like hak_stats_t's). */
+typedef struct hak_class_stats {
+  uint64_t block_size;         /* bytes of each block of the class */
+  uint64_t allocs;             /* blocks handed out */
+  uint64_t frees;              /* blocks taken back, by any thread */
+  uint64_t live_blocks;        /* allocs - frees */
+  uint64_t slabs;              /* slabs of the class in use now */
+} hak_class_stats_t;
+
+/* Fills out[0 .. min(n, classes)-1] (class order: increasing block size) and
+ * returns the number of classes. */
+size_t hak_stats_get_classes(hak_class_stats_t *out, size_t n);
+
+/* Prints the counters on f: the one-line summary of HAKMEM_STATS=1, then the
+ * per-class table, large blocks, SuperSlabs, peak RSS and, with
+ * HAKMEM_STATS=2, the remote-free matrix (the report HAKMEM_STATS=2 prints
+ * at exit; README, "Statistics"). */
+void hak_stats_print(FILE *f);
 
 /* Return what this thread's heap caches and every retired mapping to the OS
  * now, instead of after the configured delay.  Never needed for correctness. */

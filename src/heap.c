@@ -305,6 +305,7 @@ hak_heap_t *hak_heap_acquire(void)
   hak_heap_t *h = e ? (hak_heap_t *)((char *)e - offsetof(hak_heap_t, pool_link)) : heap_new();
   if (h == NULL) return NULL;
   heap_reset(h);
+  hak_stats_heap_start(h);
   h->state = HAK_HEAP_LIVE;
   return h;
 }

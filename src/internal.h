@@ -196,6 +196,7 @@ typedef struct hak_slab {
   uint8_t cls;
   uint8_t span;                 /* units */
   uint8_t unit;                 /* first unit index */
+  uint32_t owner_id;            /* id of the heap that carved it (statistics) */
 } hak_slab_t;
 
 /* --------------------------------------------------------------- SuperSlab */
@@ -321,13 +322,30 @@ bool  hak_os_grow_in_place(void *p, size_t old, size_t new_size);
 bool  hak_os_move(void *from, size_t size, void *dst);  /* page tables only */
 uint64_t hak_os_now_ms(void);
 void  hak_write_stderr(const char *s);
+/* Allocation-free text output (fmt.c): a buffer flushed with write(2) to fd,
+ * or with fwrite to file when file is set. */
+typedef struct hak_out {
+  int fd;
+  void *file;        /* FILE *, or NULL */
+  size_t len;
+  char buf[1024];
+} hak_out_t;
+void hak_out_flush(hak_out_t *o);
+void hak_out_str(hak_out_t *o, const char *s);
+void hak_out_strw(hak_out_t *o, const char *s, int width);  /* < 0: right-aligned */
+void hak_out_u64(hak_out_t *o, uint64_t v, int width);      /* right-aligned */
+void hak_out_kv(hak_out_t *o, const char *name, uint64_t v); /* " name=v" */
 _Noreturn void hak_fatal(const char *what, const void *p);
 
 /* ----------------------------------------------------------------- options */
 
+/* Every field is written once, by hak_options_init, before the first block
+ * is handed out; read-only afterwards.  The table of names, defaults and
+ * ranges is in options.c. */
 typedef struct hak_options {
-  bool stats;                /* HAKMEM_STATS: print the exit report */
-  bool secure;               /* HAKMEM_SECURE: the checks that cost (README) */
+  uint8_t stats;             /* HAKMEM_STATS: 0 off, 1 block counts + summary, 2 + tables */
+  uint8_t verbose;           /* HAKMEM_VERBOSE: print the options at start-up */
+  bool secure;               /* HAKMEM_SECURE: the checks that cost (README, secure.c) */
   uint32_t purge_delay_ms;   /* HAKMEM_PURGE_DELAY_MS: keep free pages this long */
   size_t purge_threshold;    /* HAKMEM_PURGE_THRESHOLD_KB: purge at once above */
   uint32_t ss_reserve;       /* HAKMEM_SS_RESERVE: empty SuperSlabs a heap keeps */
@@ -342,7 +360,7 @@ void hak_options_init(void);
 
 /* Per-thread counters.  Written only by the owning thread (relaxed load+store,
  * a plain increment on x86), read by hak_stats_get from any thread.  Block
- * counts are kept only with HAKMEM_STATS=1 (hak_opt.stats, fixed at
+ * counts are kept only with HAKMEM_STATS>=1 (hak_opt.stats, fixed at
  * initialisation, before the first block is handed out): the test costs a
  * compare of a read-only byte instead of a counter update on every malloc
  * and free. */
@@ -359,7 +377,22 @@ typedef struct hak_heap_stats {
   hak_counter_t remote_frees;
   hak_counter_t large_allocs, large_frees, large_bytes_alloc, large_bytes_free;
   hak_counter_t foreign_frees;
+  hak_counter_t slabs[HAK_NUM_CLASSES];    /* slabs carved minus slabs released by this
+                                              heap (a delta: may wrap below 0 when it
+                                              releases an adopted slab) */
 } hak_heap_stats_t;
+
+/* HAKMEM_STATS=2: blocks this heap freed that another heap's thread had
+ * allocated, by owner id (an open-addressing table, linear probing; a slot's
+ * owner never changes until the heap exits; owner 0 or a full table: the
+ * overflow count).  Written only by the heap's thread; read by reports
+ * (owner with acquire, after the count was stored: a reader never sees a
+ * slot's owner without its first count). */
+#define HAK_RROW_SLOTS 16
+typedef struct hak_remote_row {
+  struct { _Atomic(uint32_t) owner; hak_counter_t count; } slot[HAK_RROW_SLOTS];
+  hak_counter_t overflow;
+} hak_remote_row_t;
 
 enum { HAK_HEAP_EMPTY = 0, HAK_HEAP_LIVE, HAK_HEAP_DEAD };
 
@@ -386,6 +419,14 @@ struct hak_heap {
    * remote freers push with CAS, the owner takes all with one exchange). */
   _Alignas(HAK_CACHE_LINE) _Atomic(hak_block_t *) delayed;
   _Alignas(HAK_CACHE_LINE) hak_heap_stats_t stats;
+  /* Identity for the statistics: id is unique per heap acquisition (never
+   * 0; a heap reused by a new thread gets a new one), set before the heap is
+   * used; tid and name (the thread's name, two words of a char[16], at heap
+   * start and at exit) only with HAKMEM_STATS=2. */
+  _Atomic(uint32_t) id;
+  _Atomic(int32_t) tid;
+  _Atomic(uint64_t) name[2];
+  hak_remote_row_t rrow;
 } __attribute__((aligned(HAK_CACHE_LINE)));
 
 extern HAK_HIDDEN hak_slab_t hak_slab_empty;
@@ -516,7 +557,7 @@ typedef struct hak_large {
   void *user;
   size_t usable;
   size_t dirty_from;
-  uintptr_t owner_tag;        /* registry tag of the allocating heap: remote-free count */
+  uint32_t owner_id;          /* id of the allocating heap (0: none): remote-free count */
   size_t live_counted;        /* what its allocation added to large.c's live total */
   uint64_t freed_ms;          /* when it went to the cache */
   hak_retired_t retired;
@@ -538,13 +579,14 @@ void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size);
 
 /* ------------------------------------------------------------------- stats */
 
-/* Process totals: counts of exited threads' heaps (folded at exit) and of
- * threads without a heap, and the mapping counters.  Any thread adds with a
+/* Process totals: `folded` holds the counts of exited threads' heaps (added
+ * at exit) and of threads without a live heap, field for field like a
+ * heap's; the others are the mapping counters.  Any thread adds with a
  * relaxed fetch_add: they are statistics, ordered by nothing. */
 typedef struct hak_global_stats {
-  _Atomic(uint64_t) allocs, frees, remote_frees, live_bytes_in, live_bytes_out;
-  _Atomic(uint64_t) large_allocs, foreign_frees;
+  hak_heap_stats_t folded;
   _Atomic(uint64_t) ss_mapped, ss_unmapped, mapped_bytes;
+  _Atomic(uint64_t) ss_purged, purged_bytes;   /* purge passes over a SuperSlab's free units */
   _Atomic(uint64_t) heaps_abandoned, ss_adopted;
 } hak_global_stats_t;
 extern HAK_HIDDEN hak_global_stats_t hak_gstats;
@@ -552,9 +594,18 @@ static inline void hak_gcount(_Atomic(uint64_t) *c, uint64_t n)
 {
   atomic_fetch_add_explicit(c, n, memory_order_relaxed);  /* statistics only */
 }
-void hak_stats_fold(hak_heap_t *h);
-void hak_stats_print(void);
+void hak_stats_fold(hak_heap_t *h);        /* thread exit: into the totals */
+void hak_stats_heap_start(hak_heap_t *h);  /* a heap starts serving a thread */
 void hak_stats_init(void);   /* after options: keep a descriptor for the report */
+/* HAKMEM_STATS=2, a free by heap h (maybe not live) of a block whose slab or
+ * large mapping owner_id allocated: the remote-free path only. */
+void hak_stats_count_remote(hak_heap_t *h, uint32_t owner_id);
+size_t hak_large_cached_bytes(void);       /* committed bytes in the large cache */
+/* glibc's heap-inspection calls with hakmem's numbers (exported by preload.c). */
+struct mallinfo2;
+void hak_stats_mallinfo2(struct mallinfo2 *out);
+int  hak_stats_malloc_info(int options, FILE *f);
+void hak_stats_malloc_stats(void);
 
 /* ------------------------------------------------------------------ secure */
 

@@ -329,9 +329,8 @@ static void count_large(hak_heap_t *h, bool alloc, uint64_t blocks, size_t bytes
     hak_count(alloc ? &h->stats.large_allocs : &h->stats.large_frees, blocks);
     hak_count(alloc ? &h->stats.large_bytes_alloc : &h->stats.large_bytes_free, bytes);
   } else {
-    hak_gcount(alloc ? &hak_gstats.allocs : &hak_gstats.frees, blocks);
-    hak_gcount(alloc ? &hak_gstats.live_bytes_in : &hak_gstats.live_bytes_out, bytes);
-    if (alloc) hak_gcount(&hak_gstats.large_allocs, blocks);
+    hak_gcount(alloc ? &hak_gstats.folded.large_allocs : &hak_gstats.folded.large_frees, blocks);
+    hak_gcount(alloc ? &hak_gstats.folded.large_bytes_alloc : &hak_gstats.folded.large_bytes_free, bytes);
   }
 }
 
@@ -390,7 +389,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
     if (usable > end - off) usable = end - off;
   }
   l->magic = HAK_LARGE_MAGIC;
-  l->owner_tag = h->tag;
+  l->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);
   l->user = (char *)l + off;
   l->usable = usable;
   /* A reused mapping may hold dirty pages below this block (a larger block
@@ -438,9 +437,12 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   large_check_canary(l);
   count_large(h, false, 1, l->usable);
   atomic_fetch_sub_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed);
-  if (h->tag != l->owner_tag && hak_opt.stats) {  /* freed by a thread that did not allocate it */
+  /* Freed by a thread that did not allocate it (ids, not tags: a heap is
+   * reused by the next thread, with a new id but the same tag). */
+  if (hak_opt.stats && atomic_load_explicit(&h->id, memory_order_relaxed) != l->owner_id) {
     if (h->state == HAK_HEAP_LIVE) hak_count(&h->stats.remote_frees, 1);
-    else hak_gcount(&hak_gstats.remote_frees, 1);
+    else hak_gcount(&hak_gstats.folded.remote_frees, 1);
+    if (hak_opt.stats >= 2) hak_stats_count_remote(h, l->owner_id);
   }
   size_t cached = atomic_load_explicit(&cache_bytes, memory_order_relaxed);
   size_t bound = atomic_load_explicit(&large_live_bytes, memory_order_relaxed) / 2;
@@ -477,6 +479,8 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
                                             memory_order_relaxed);
   return evicted == l ? NULL : evicted;
 }
+
+size_t hak_large_cached_bytes(void) { return atomic_load_explicit(&cache_bytes, memory_order_relaxed); }
 
 void hak_large_retire(hak_large_t *l)
 {

@@ -1,51 +1,200 @@
-/* HAKMEM_* environment options, read once at initialisation without
- * allocating (getenv does not allocate).
+/* HAKMEM_* environment options: one table, read once at initialisation
+ * without allocating (getenv does not allocate; messages are written with
+ * write(2) from a stack buffer).
  *
- *   HAKMEM_STATS=1                 count blocks (per thread) and print the counters
- *                                  at exit (stderr, one line); off: no block counts
- *   HAKMEM_PURGE_DELAY_MS=N        free pages stay committed this long (default 50)
- *   HAKMEM_PURGE_THRESHOLD_KB=N    ... unless a heap holds more than this (default 8192)
- *   HAKMEM_SS_RESERVE=N            empty SuperSlabs a heap keeps mapped (default 1)
- *   HAKMEM_RETIRE_BATCH=N          regions unmapped per RCU grace period (default 16)
- *   HAKMEM_SS_CACHE=N              empty SuperSlabs (purged) kept for reuse by any
- *                                  thread instead of unmapped (default 16)
- *   HAKMEM_LARGE_CACHE_KB=N        committed pages of freed large mappings kept
- *                                  for reuse, in total (default 65536); pages
- *                                  idle past the purge delay go back to the OS
- */
+ * Each option has a name, a field of hak_opt, a unit, a default and a
+ * range.  A value is a plain decimal number (no sign, no spaces, no
+ * suffix); an empty value counts as unset.  A value that does not parse,
+ * overflows or is out of range is reported once on stderr:
+ *   hakmem: ignoring HAKMEM_X=<value>: <why>; using <default>
+ * and the default is kept.  HAKMEM_VERBOSE=1 prints the options in force at
+ * start-up, one line each; HAKMEM_VERBOSE=2 prints this table as the
+ * markdown table of the README (tests/readme_options.sh checks that the
+ * README holds exactly that table). */
 #include <stdlib.h>
 
 #include "internal.h"
 
-hak_options_t hak_opt = {
-    .stats = false,
-    .purge_delay_ms = 50,
-    .purge_threshold = (size_t)8 << 20,
-    .ss_reserve = 1,
-    .retire_batch = 16,
-    .ss_cache = 16,
-    .large_cache = (size_t)64 << 20,
-};
+/* The options.  X(field, name, unit, shift, default, min, max, meaning):
+ * hak_opt.field = value << shift (value in unit; KiB options are kept in
+ * bytes).  default/min/max are in unit.  The meaning is one markdown
+ * table cell (no '|'). */
+#define HAK_OPTIONS(X)                                                                                    \
+  X(stats, "HAKMEM_STATS", "", 0, 0, 0, 2,                                                                 \
+    "`1`: count blocks per thread (exact totals, exited threads included) and at exit print "             \
+    "`hakmem: allocs=N frees=N remote_frees=N live_bytes=N ...` on stderr; `2`: also the per-class "      \
+    "table, SuperSlab and large-block counters, peak RSS and the remote-free matrix (see Statistics). "   \
+    "At `0` the block counts of `hak_stats_get` stay 0 (mapping counters are always kept): counting "     \
+    "costs two counter updates per malloc+free")                                                          \
+  X(verbose, "HAKMEM_VERBOSE", "", 0, 0, 0, 2,                                                             \
+    "`1`: print the options in force at start-up on stderr, one line each; `2`: print this table")        \
+  X(secure, "HAKMEM_SECURE", "", 0, 0, 0, 1,                                                               \
+    "`1`: the misuse checks that cost (see Misuse detection): small blocks get a checked trailer and "    \
+    "are zeroed when freed and checked zero when reused; freed large mappings become inaccessible and "   \
+    "reused ones are zeroed, without huge pages")                                                         \
+  X(purge_delay_ms, "HAKMEM_PURGE_DELAY_MS", "ms", 0, 50, 0, 3600000,                                      \
+    "free pages stay committed this long before `MADV_DONTNEED` (SuperSlab units and cached large "       \
+    "mappings)")                                                                                          \
+  X(purge_threshold, "HAKMEM_PURGE_THRESHOLD_KB", "KiB", 10, 8192, 0, 1073741824,                          \
+    "... unless a heap holds more free pages than this: then after a quarter of the delay")               \
+  X(ss_reserve, "HAKMEM_SS_RESERVE", "", 0, 1, 0, 1024, "empty SuperSlabs (2 MiB) each heap keeps")       \
+  X(ss_cache, "HAKMEM_SS_CACHE", "", 0, 16, 0, 65536,                                                      \
+    "empty (purged) SuperSlabs kept mapped for reuse by any thread instead of unmapped")                  \
+  X(retire_batch, "HAKMEM_RETIRE_BATCH", "", 0, 16, 1, 65536,                                              \
+    "regions unmapped per RCU grace period")                                                              \
+  X(large_cache, "HAKMEM_LARGE_CACHE_KB", "KiB", 10, 65536, 0, 1073741824,                                 \
+    "committed pages of freed large mappings kept for reuse (16 mappings at most, registered; above a "   \
+    "quarter of this, at most half the large bytes still live); pages idle past the purge delay are "     \
+    "given back")
 
-static bool env_u64(const char *name, uint64_t *out)
+#define HAK_OPT_INIT(field, name, unit, shift, def, min, max, doc) \
+  .field = (__typeof__(((hak_options_t *)0)->field))((uint64_t)(def) << (shift)),
+hak_options_t hak_opt = { HAK_OPTIONS(HAK_OPT_INIT) };
+
+/* One option: where it lives and what it may be.  Immutable. */
+typedef struct hak_option_def {
+  const char *name;
+  void *field;
+  uint8_t size;       /* of the field: 1, 4 or 8 bytes */
+  uint8_t shift;      /* field = value << shift */
+  const char *unit;
+  uint64_t def, min, max;
+  const char *doc;
+} hak_option_def_t;
+
+#define HAK_OPT_DEF(f, name, unit, shift, def, min, max, doc) \
+  { name, &hak_opt.f, sizeof hak_opt.f, shift, unit, def, min, max, doc },
+static const hak_option_def_t options[] = { HAK_OPTIONS(HAK_OPT_DEF) };
+#define N_OPTIONS (sizeof options / sizeof *options)
+
+_Static_assert(sizeof(size_t) == 8, "KiB options are stored in 64-bit fields");
+
+static void store(const hak_option_def_t *o, uint64_t v)
 {
-  const char *s = getenv(name);
-  if (s == NULL || *s == 0) return false;
+  v <<= o->shift;
+  switch (o->size) {
+  case 1: *(uint8_t *)o->field = (uint8_t)v; break;
+  case 4: *(uint32_t *)o->field = (uint32_t)v; break;
+  default: *(uint64_t *)o->field = v; break;
+  }
+}
+
+static uint64_t load(const hak_option_def_t *o)
+{
+  uint64_t v;
+  switch (o->size) {
+  case 1: v = *(const uint8_t *)o->field; break;
+  case 4: v = *(const uint32_t *)o->field; break;
+  default: v = *(const uint64_t *)o->field; break;
+  }
+  return v >> o->shift;
+}
+
+/* Parse a plain decimal number; NULL on success, else why not. */
+static const char *parse_u64(const char *s, uint64_t *out)
+{
+  if (*s < '0' || *s > '9') return "not a decimal number";
   uint64_t v = 0;
-  for (; *s >= '0' && *s <= '9'; s++) v = v * 10 + (uint64_t)(*s - '0');
+  for (; *s >= '0' && *s <= '9'; s++) {
+    unsigned d = (unsigned)(*s - '0');
+    if (v > (UINT64_MAX - d) / 10) return "too large";
+    v = v * 10 + d;
+  }
+  if (*s != 0) return "trailing characters after the number";
   *out = v;
-  return true;
+  return NULL;
+}
+
+/* The value as given, at most 40 characters, control characters as '?'. */
+static void out_value(hak_out_t *o, const char *s)
+{
+  char buf[48];
+  size_t n = 0;
+  for (; *s && n < 40; s++) buf[n++] = (unsigned char)*s < 32 || *s == 127 ? '?' : *s;
+  if (*s) { buf[n++] = '.'; buf[n++] = '.'; buf[n++] = '.'; }
+  buf[n] = 0;
+  hak_out_str(o, buf);
+}
+
+static void out_unit(hak_out_t *o, const hak_option_def_t *d)
+{
+  if (*d->unit == 0) return;
+  hak_out_str(o, " ");
+  hak_out_str(o, d->unit);
+}
+
+static void print_range(hak_out_t *o, const hak_option_def_t *d)
+{
+  hak_out_u64(o, d->min, 0);
+  hak_out_str(o, "..");
+  hak_out_u64(o, d->max, 0);
+  out_unit(o, d);
+}
+
+static void print_verbose(hak_out_t *o, const bool *from_env)
+{
+  for (size_t i = 0; i < N_OPTIONS; i++) {
+    const hak_option_def_t *d = &options[i];
+    hak_out_str(o, "hakmem: option ");
+    hak_out_str(o, d->name);
+    hak_out_str(o, "=");
+    hak_out_u64(o, load(d), 0);
+    out_unit(o, d);
+    hak_out_str(o, from_env[i] ? " (from the environment; default " : " (default; ");
+    if (from_env[i]) { hak_out_u64(o, d->def, 0); hak_out_str(o, ", "); }
+    hak_out_str(o, "range ");
+    print_range(o, d);
+    hak_out_str(o, ")\n");
+  }
+}
+
+static void print_markdown(hak_out_t *o)
+{
+  hak_out_str(o, "| variable | default | range | meaning |\n|---|---|---|---|\n");
+  for (size_t i = 0; i < N_OPTIONS; i++) {
+    const hak_option_def_t *d = &options[i];
+    hak_out_str(o, "| `");
+    hak_out_str(o, d->name);
+    hak_out_str(o, "` | ");
+    hak_out_u64(o, d->def, 0);
+    hak_out_str(o, " | ");
+    print_range(o, d);
+    hak_out_str(o, " | ");
+    hak_out_str(o, d->doc);
+    hak_out_str(o, " |\n");
+  }
 }
 
 void hak_options_init(void)
 {
-  uint64_t v;
-  if (env_u64("HAKMEM_STATS", &v)) hak_opt.stats = v != 0;
-  if (env_u64("HAKMEM_SECURE", &v)) hak_opt.secure = v != 0;
-  if (env_u64("HAKMEM_PURGE_DELAY_MS", &v)) hak_opt.purge_delay_ms = (uint32_t)v;
-  if (env_u64("HAKMEM_PURGE_THRESHOLD_KB", &v)) hak_opt.purge_threshold = (size_t)v << 10;
-  if (env_u64("HAKMEM_SS_RESERVE", &v)) hak_opt.ss_reserve = (uint32_t)v;
-  if (env_u64("HAKMEM_RETIRE_BATCH", &v)) hak_opt.retire_batch = v ? (uint32_t)v : 1;
-  if (env_u64("HAKMEM_SS_CACHE", &v)) hak_opt.ss_cache = (uint32_t)v;
-  if (env_u64("HAKMEM_LARGE_CACHE_KB", &v)) hak_opt.large_cache = (size_t)v << 10;
+  hak_out_t o = { .fd = 2 };
+  bool from_env[N_OPTIONS] = { false };
+  for (size_t i = 0; i < N_OPTIONS; i++) {
+    const hak_option_def_t *d = &options[i];
+    store(d, d->def);
+    const char *s = getenv(d->name);
+    if (s == NULL || *s == 0) continue;
+    uint64_t v = 0;
+    const char *why = parse_u64(s, &v);
+    if (why == NULL && (v < d->min || v > d->max)) why = "out of range";
+    if (why == NULL) {
+      store(d, v);
+      from_env[i] = true;
+      continue;
+    }
+    hak_out_str(&o, "hakmem: ignoring ");
+    hak_out_str(&o, d->name);
+    hak_out_str(&o, "=");
+    out_value(&o, s);
+    hak_out_str(&o, ": ");
+    hak_out_str(&o, why);
+    if (why[0] == 'o') { hak_out_str(&o, " "); print_range(&o, d); }
+    hak_out_str(&o, "; using ");
+    hak_out_u64(&o, d->def, 0);
+    hak_out_str(&o, "\n");
+    hak_out_flush(&o);
+  }
+  if (hak_opt.verbose == 1) print_verbose(&o, from_env);
+  if (hak_opt.verbose == 2) print_markdown(&o);
+  hak_out_flush(&o);
 }

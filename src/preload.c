@@ -2,6 +2,7 @@
  * points, and the glibc fallback for pointers hakmem did not allocate. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdlib.h>
 
@@ -82,3 +83,31 @@ HAK_EXPORT int malloc_trim(size_t pad)
   hak_collect();
   return 1;
 }
+
+/* glibc's heap inspection: hakmem's numbers in glibc's formats (meaning of
+ * each field: stats.c, hak_stats_mallinfo2; README, "Statistics"). */
+HAK_EXPORT struct mallinfo2 mallinfo2(void)
+{
+  struct mallinfo2 m;
+  hak_stats_mallinfo2(&m);
+  return m;
+}
+
+static int sat_int(size_t v) { return v > (size_t)INT_MAX ? INT_MAX : (int)v; }
+
+/* The int version: each field saturates at INT_MAX (glibc's wraps). */
+HAK_EXPORT struct mallinfo mallinfo(void)
+{
+  struct mallinfo2 m2;
+  hak_stats_mallinfo2(&m2);
+  struct mallinfo m = {
+    .arena = sat_int(m2.arena), .ordblks = sat_int(m2.ordblks), .smblks = sat_int(m2.smblks),
+    .hblks = sat_int(m2.hblks), .hblkhd = sat_int(m2.hblkhd), .usmblks = sat_int(m2.usmblks),
+    .fsmblks = sat_int(m2.fsmblks), .uordblks = sat_int(m2.uordblks), .fordblks = sat_int(m2.fordblks),
+    .keepcost = sat_int(m2.keepcost),
+  };
+  return m;
+}
+
+HAK_EXPORT int malloc_info(int options, FILE *f) { return hak_stats_malloc_info(options, f); }
+HAK_EXPORT void malloc_stats(void) { hak_stats_malloc_stats(); }

@@ -1,9 +1,32 @@
-/* Counters: per-thread in each heap (written only by its thread), folded into
- * the process totals when the thread exits, summed on demand, and printed at
- * exit with HAKMEM_STATS=1. */
+/* Statistics: per-thread counters in each heap (written only by its thread),
+ * folded into the process totals when the thread exits, summed on demand
+ * (hak_stats_get, hak_stats_get_classes), and reported: with HAKMEM_STATS=1
+ * one summary line at exit, with HAKMEM_STATS=2 also the per-class table,
+ * the SuperSlab and large-block counters, peak RSS and the remote-free
+ * matrix (hak_stats_print prints the same on a FILE).
+ *
+ * The remote-free matrix (HAKMEM_STATS=2 only).  A free by a thread that
+ * does not own the block is counted on the remote-free path only, in a small
+ * table of the freeing heap keyed by the owner's heap id (hak_remote_row_t,
+ * no lock, no shared write).  The owner id is the slab's (set when the slab
+ * was carved) or the large mapping's: a slab adopted from an exited thread
+ * keeps its carver's id.  At thread exit the table is added to `folded`, a
+ * lock-free process-wide table keyed by (freer id, owner id), and the
+ * thread's name to `names`.  The report ranks threads by blocks freed (rows)
+ * and by blocks freed by others (columns), shows the busiest REPORT_TOP of
+ * each and sums the rest as "other".  A thread is labelled by the name given
+ * with pthread_setname_np (read at heap start, at exit, and for a running
+ * thread at report time from /proc/self/task/TID/comm), or "main", or #id.
+ *
+ * Everything here avoids malloc and stdio, except hak_stats_print and the
+ * glibc-compatible entry points (called by the program). */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -15,6 +38,162 @@ hak_global_stats_t hak_gstats;
  * before this library's destructor. */
 static int report_fd = 2;
 
+/* The name threads have unless renamed (the process's, inherited by every
+ * thread it creates), two words of a char[16]; read at start-up. */
+static uint64_t default_name[2];
+
+static uint64_t rd(const hak_counter_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
+
+/* ------------------------------------------------------------------ names */
+
+/* Read a small file with open/read (no stdio); its length, 0 on failure. */
+static size_t read_small_file(const char *path, char *buf, size_t size)
+{
+  int saved = errno;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  size_t n = 0;
+  if (fd >= 0) {
+    while (n + 1 < size) {
+      ssize_t r = read(fd, buf + n, size - 1 - n);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      n += (size_t)r;
+    }
+    close(fd);
+  }
+  buf[n] = 0;
+  errno = saved;
+  return n;
+}
+
+static void name_pack(const char *s, uint64_t w[2])
+{
+  char b[16] = { 0 };
+  for (size_t i = 0; i < 15 && s[i] && s[i] != '\n'; i++) b[i] = s[i];
+  memcpy(w, b, 16);
+}
+
+static void name_unpack(const uint64_t w[2], char out[16])
+{
+  memcpy(out, w, 16);
+  out[15] = 0;
+}
+
+/* The calling thread's name (prctl: no allocation). */
+static void self_name(uint64_t w[2])
+{
+  char b[17] = { 0 };
+  int saved = errno;
+  if (prctl(PR_GET_NAME, b, 0, 0, 0) != 0) b[0] = 0;
+  errno = saved;
+  name_pack(b, w);
+}
+
+static bool name_is_set(const uint64_t w[2])
+{
+  return (w[0] | w[1]) != 0 && (w[0] != default_name[0] || w[1] != default_name[1]);
+}
+
+/* Names of exited threads, by heap id: insert-only, lock-free (a slot is
+ * claimed by a CAS on its id, then its name is stored; a reader that sees
+ * the id before the name falls back to the thread number).  When full,
+ * further names are dropped. */
+#define NAME_SLOTS 1024
+static struct {
+  _Atomic(uint32_t) id;
+  _Atomic(uint64_t) name[2];
+  _Atomic(int32_t) tid;
+} names[NAME_SLOTS];
+
+static unsigned id_hash(uint32_t id, unsigned bits) { return (id * 0x9e3779b1u) >> (32 - bits); }
+
+static void names_put(uint32_t id, const uint64_t w[2], int32_t tid)
+{
+  unsigned i = id_hash(id, 10);
+  for (unsigned n = 0; n < NAME_SLOTS; n++, i = (i + 1) % NAME_SLOTS) {
+    uint32_t cur = atomic_load_explicit(&names[i].id, memory_order_relaxed);
+    if (cur == 0 && atomic_compare_exchange_strong_explicit(&names[i].id, &cur, id, memory_order_relaxed,
+                                                            memory_order_relaxed)) {
+      atomic_store_explicit(&names[i].tid, tid, memory_order_relaxed);
+      atomic_store_explicit(&names[i].name[0], w[0], memory_order_relaxed);
+      atomic_store_explicit(&names[i].name[1], w[1], memory_order_relaxed);
+      return;
+    }
+    if (cur == id) return;
+  }
+}
+
+/* The label of thread id: its name if it was given one, "main" for the
+ * process's first thread, else "#id".  Running threads' names are read
+ * again now (/proc/self/task/TID/comm). */
+static void thread_label(uint32_t id, char out[24])
+{
+  uint64_t w[2] = { 0, 0 };
+  int32_t tid = 0;
+  for (hak_heap_t *h = hak_heap_list(); h != NULL && id != 0; h = h->all_next) {
+    if (atomic_load_explicit(&h->id, memory_order_relaxed) != id || h->state != HAK_HEAP_LIVE) continue;
+    tid = atomic_load_explicit(&h->tid, memory_order_relaxed);
+    w[0] = atomic_load_explicit(&h->name[0], memory_order_relaxed);
+    w[1] = atomic_load_explicit(&h->name[1], memory_order_relaxed);
+    if (tid > 0) {
+      hak_out_t path = { .fd = -1 };
+      hak_out_str(&path, "/proc/self/task/");
+      hak_out_u64(&path, (uint64_t)tid, 0);
+      hak_out_str(&path, "/comm");
+      path.buf[path.len] = 0;
+      char b[32];
+      if (read_small_file(path.buf, b, sizeof b) > 0) name_pack(b, w);
+    }
+    break;
+  }
+  if (tid == 0) {
+    unsigned i = id_hash(id, 10);
+    for (unsigned n = 0; n < NAME_SLOTS && id != 0; n++, i = (i + 1) % NAME_SLOTS) {
+      uint32_t cur = atomic_load_explicit(&names[i].id, memory_order_relaxed);
+      if (cur == 0) break;
+      if (cur != id) continue;
+      tid = atomic_load_explicit(&names[i].tid, memory_order_relaxed);
+      w[0] = atomic_load_explicit(&names[i].name[0], memory_order_relaxed);
+      w[1] = atomic_load_explicit(&names[i].name[1], memory_order_relaxed);
+      break;
+    }
+  }
+  if (name_is_set(w)) {
+    name_unpack(w, out);
+    for (char *c = out; *c; c++)
+      if (*c == ' ' || (unsigned char)*c < 32) *c = '_';  /* one word: the columns stay readable */
+    return;
+  }
+  if (tid != 0 && tid == getpid()) {  /* now: a fork child's main thread too */
+    strcpy(out, "main");
+    return;
+  }
+  hak_out_t o = { .fd = -1 };
+  hak_out_str(&o, "#");
+  hak_out_u64(&o, id, 0);
+  memcpy(out, o.buf, o.len);
+  out[o.len] = 0;
+}
+
+/* ------------------------------------------------------------- heap start */
+
+static _Atomic(uint32_t) next_heap_id;
+
+void hak_stats_heap_start(hak_heap_t *h)
+{
+  uint32_t id;
+  do {
+    id = (atomic_fetch_add_explicit(&next_heap_id, 1, memory_order_relaxed) + 1) & 0x7fffffffu;
+  } while (id == 0);
+  atomic_store_explicit(&h->id, id, memory_order_relaxed);
+  if (hak_opt.stats < 2) return;
+  uint64_t w[2];
+  self_name(w);
+  atomic_store_explicit(&h->tid, (int32_t)syscall(SYS_gettid), memory_order_relaxed);
+  atomic_store_explicit(&h->name[0], w[0], memory_order_relaxed);
+  atomic_store_explicit(&h->name[1], w[1], memory_order_relaxed);
+}
+
 void hak_stats_init(void)
 {
   if (!hak_opt.stats) return;
@@ -22,111 +201,592 @@ void hak_stats_init(void)
   int fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
   if (fd >= 0) report_fd = fd;
   errno = saved;
+  char b[32];
+  if (read_small_file("/proc/self/comm", b, sizeof b) > 0) name_pack(b, default_name);
 }
 
-static uint64_t rd(hak_counter_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
+/* ------------------------------------------------------ remote-free matrix */
+
+/* Folded rows of exited threads, by (freer id, owner id): insert-only,
+ * lock-free (a slot is claimed by a CAS on its key, then counted with
+ * fetch_add).  Id 0 means unknown (a thread without a live heap, a full
+ * table): reported as "other".  Pairs that find no slot go to `lost`. */
+#define PAIR_SLOTS 2048
+static struct {
+  _Atomic(uint64_t) key;   /* 1 << 63 | freer << 32 | owner, 0: free slot */
+  hak_counter_t count;
+} pairs[PAIR_SLOTS];
+static hak_counter_t pairs_lost;
+
+static uint64_t pair_key(uint32_t freer, uint32_t owner) { return 1ull << 63 | (uint64_t)freer << 32 | owner; }
+
+static void pairs_add(uint32_t freer, uint32_t owner, uint64_t n)
+{
+  uint64_t key = pair_key(freer, owner);
+  unsigned i = (unsigned)((key * 0x9e3779b97f4a7c15ull) >> 53);  /* 11 bits */
+  for (unsigned k = 0; k < PAIR_SLOTS; k++, i = (i + 1) % PAIR_SLOTS) {
+    uint64_t cur = atomic_load_explicit(&pairs[i].key, memory_order_relaxed);
+    if (cur == 0 && !atomic_compare_exchange_strong_explicit(&pairs[i].key, &cur, key, memory_order_relaxed,
+                                                             memory_order_relaxed)) {
+      /* lost the slot to another pair (or the same one): cur is the winner's */
+    }
+    if (cur == 0 || cur == key) {
+      hak_gcount(&pairs[i].count, n);
+      return;
+    }
+  }
+  hak_gcount(&pairs_lost, n);
+}
+
+void hak_stats_count_remote(hak_heap_t *h, uint32_t owner)
+{
+  if (h->state != HAK_HEAP_LIVE) {  /* no table of its own: rare (exiting threads) */
+    pairs_add(0, owner, 1);
+    return;
+  }
+  hak_remote_row_t *r = &h->rrow;
+  unsigned i = id_hash(owner, 4);
+  for (unsigned n = 0; owner != 0 && n < HAK_RROW_SLOTS; n++, i = (i + 1) % HAK_RROW_SLOTS) {
+    uint32_t cur = atomic_load_explicit(&r->slot[i].owner, memory_order_relaxed);
+    if (cur == owner) {
+      hak_count(&r->slot[i].count, 1);
+      return;
+    }
+    if (cur == 0) {
+      atomic_store_explicit(&r->slot[i].count, 1, memory_order_relaxed);
+      /* release: a reader that sees the owner sees the count */
+      atomic_store_explicit(&r->slot[i].owner, owner, memory_order_release);
+      return;
+    }
+  }
+  hak_count(&r->overflow, 1);
+}
+
+/* Calls f(freer, owner, count, ctx) for every remote-free count: running
+ * threads' rows, then the folded ones. */
+typedef void (*pair_fn)(uint32_t freer, uint32_t owner, uint64_t n, void *ctx);
+
+static void for_each_pair(pair_fn f, void *ctx)
+{
+  for (hak_heap_t *h = hak_heap_list(); h != NULL; h = h->all_next) {
+    uint32_t id = atomic_load_explicit(&h->id, memory_order_relaxed);
+    for (unsigned i = 0; i < HAK_RROW_SLOTS; i++) {
+      uint32_t owner = atomic_load_explicit(&h->rrow.slot[i].owner, memory_order_acquire);
+      uint64_t n = rd(&h->rrow.slot[i].count);
+      if (owner != 0 && n != 0) f(id, owner, n, ctx);
+    }
+    uint64_t n = rd(&h->rrow.overflow);
+    if (n != 0) f(id, 0, n, ctx);
+  }
+  for (unsigned i = 0; i < PAIR_SLOTS; i++) {
+    uint64_t key = atomic_load_explicit(&pairs[i].key, memory_order_relaxed);
+    uint64_t n = rd(&pairs[i].count);
+    if (key != 0 && n != 0) f((uint32_t)(key >> 32) & 0x7fffffffu, (uint32_t)key, n, ctx);
+  }
+  uint64_t n = rd(&pairs_lost);
+  if (n != 0) f(0, 0, n, ctx);
+}
+
+/* Thread exit: the heap's row into the folded table, its name into names. */
+static void fold_remote(hak_heap_t *h)
+{
+  uint32_t id = atomic_load_explicit(&h->id, memory_order_relaxed);
+  hak_remote_row_t *r = &h->rrow;
+  for (unsigned i = 0; i < HAK_RROW_SLOTS; i++) {
+    uint32_t owner = atomic_load_explicit(&r->slot[i].owner, memory_order_relaxed);
+    if (owner == 0) continue;
+    pairs_add(id, owner, rd(&r->slot[i].count));
+    atomic_store_explicit(&r->slot[i].owner, 0, memory_order_relaxed);
+    atomic_store_explicit(&r->slot[i].count, 0, memory_order_relaxed);
+  }
+  if (rd(&r->overflow) != 0) pairs_add(id, 0, rd(&r->overflow));
+  atomic_store_explicit(&r->overflow, 0, memory_order_relaxed);
+  if (hak_opt.stats < 2) return;
+  uint64_t w[2];
+  self_name(w);  /* on the exiting thread itself */
+  int32_t tid = atomic_load_explicit(&h->tid, memory_order_relaxed);
+  if (name_is_set(w) || tid == getpid()) names_put(id, w, tid);
+}
+
+/* ------------------------------------------------------------------- sums */
 
 typedef struct {
-  uint64_t allocs, frees, remote, in, out, large, foreign;
-} heap_sum_t;
+  uint64_t allocs[HAK_NUM_CLASSES], frees[HAK_NUM_CLASSES], slabs[HAK_NUM_CLASSES];
+  uint64_t remote, large_allocs, large_frees, large_in, large_out, foreign;
+} totals_t;
 
-static heap_sum_t heap_sum(hak_heap_t *h)
+static void add_stats(totals_t *t, const hak_heap_stats_t *s)
 {
-  heap_sum_t s = {0};
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
-    uint64_t a = rd(&h->stats.allocs[c]), f = rd(&h->stats.frees[c]);
-    s.allocs += a;
-    s.frees += f;
-    s.in += a * hak_class_size[c];
-    s.out += f * hak_class_size[c];
+    t->allocs[c] += rd(&s->allocs[c]);
+    t->frees[c] += rd(&s->frees[c]);
+    t->slabs[c] += rd(&s->slabs[c]);  /* deltas: the sum wraps back to the count */
   }
-  s.large = rd(&h->stats.large_allocs);
-  s.allocs += s.large;
-  s.frees += rd(&h->stats.large_frees);
-  s.in += rd(&h->stats.large_bytes_alloc);
-  s.out += rd(&h->stats.large_bytes_free);
-  s.remote = rd(&h->stats.remote_frees);
-  s.foreign = rd(&h->stats.foreign_frees);
-  return s;
+  t->remote += rd(&s->remote_frees);
+  t->large_allocs += rd(&s->large_allocs);
+  t->large_frees += rd(&s->large_frees);
+  t->large_in += rd(&s->large_bytes_alloc);
+  t->large_out += rd(&s->large_bytes_free);
+  t->foreign += rd(&s->foreign_frees);
 }
+
+static void totals(totals_t *t)
+{
+  memset(t, 0, sizeof *t);
+  for (hak_heap_t *h = hak_heap_list(); h != NULL; h = h->all_next) add_stats(t, &h->stats);
+  add_stats(t, &hak_gstats.folded);
+}
+
+static uint64_t sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 /* Thread exit: move the heap's counts into the totals and zero them. */
 void hak_stats_fold(hak_heap_t *h)
 {
-  heap_sum_t s = heap_sum(h);
-  hak_gcount(&hak_gstats.allocs, s.allocs);
-  hak_gcount(&hak_gstats.frees, s.frees);
-  hak_gcount(&hak_gstats.remote_frees, s.remote);
-  hak_gcount(&hak_gstats.live_bytes_in, s.in);
-  hak_gcount(&hak_gstats.live_bytes_out, s.out);
-  hak_gcount(&hak_gstats.large_allocs, s.large);
-  hak_gcount(&hak_gstats.foreign_frees, s.foreign);
-  hak_counter_t *c = (hak_counter_t *)&h->stats;
-  for (size_t i = 0; i < sizeof h->stats / sizeof *c; i++) atomic_store_explicit(&c[i], 0, memory_order_relaxed);
+  hak_counter_t *c = (hak_counter_t *)&h->stats, *g = (hak_counter_t *)&hak_gstats.folded;
+  for (size_t i = 0; i < sizeof h->stats / sizeof *c; i++) {
+    uint64_t v = rd(&c[i]);
+    if (v != 0) hak_gcount(&g[i], v);
+    atomic_store_explicit(&c[i], 0, memory_order_relaxed);
+  }
+  fold_remote(h);
+}
+
+/* VmHWM of /proc/self/status, in bytes (0 if unreadable). */
+static uint64_t peak_rss(void)
+{
+  char b[4096];
+  if (read_small_file("/proc/self/status", b, sizeof b) == 0) return 0;
+  const char *p = strstr(b, "VmHWM:");
+  if (p == NULL) return 0;
+  p += 6;
+  while (*p == ' ' || *p == '\t') p++;
+  uint64_t kb = 0;
+  for (; *p >= '0' && *p <= '9'; p++) kb = kb * 10 + (uint64_t)(*p - '0');
+  return kb << 10;
 }
 
 void hak_stats_get(hak_stats_t *out)
 {
-  heap_sum_t t = {0};
-  for (hak_heap_t *h = hak_heap_list(); h != NULL; h = h->all_next) {
-    heap_sum_t s = heap_sum(h);
-    t.allocs += s.allocs; t.frees += s.frees; t.remote += s.remote;
-    t.in += s.in; t.out += s.out; t.large += s.large; t.foreign += s.foreign;
-  }
+  totals_t t;
+  totals(&t);
   memset(out, 0, sizeof *out);
-  out->allocs = t.allocs + rd(&hak_gstats.allocs);
-  out->frees = t.frees + rd(&hak_gstats.frees);
-  out->remote_frees = t.remote + rd(&hak_gstats.remote_frees);
-  uint64_t in = t.in + rd(&hak_gstats.live_bytes_in), o = t.out + rd(&hak_gstats.live_bytes_out);
-  out->live_bytes = in > o ? in - o : 0;
-  out->large_allocs = t.large + rd(&hak_gstats.large_allocs);
+  uint64_t in = t.large_in, o = t.large_out;
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+    out->allocs += t.allocs[c];
+    out->frees += t.frees[c];
+    in += t.allocs[c] * hak_class_size[c];
+    o += t.frees[c] * hak_class_size[c];
+  }
+  out->allocs += t.large_allocs;
+  out->frees += t.large_frees;
+  out->remote_frees = t.remote;
+  out->live_bytes = sub0(in, o);
+  out->large_allocs = t.large_allocs;
   out->superslabs_mapped = rd(&hak_gstats.ss_mapped);
   out->superslabs_unmapped = rd(&hak_gstats.ss_unmapped);
   out->mapped_bytes = rd(&hak_gstats.mapped_bytes);
   out->heaps_abandoned = rd(&hak_gstats.heaps_abandoned);
   out->superslabs_adopted = rd(&hak_gstats.ss_adopted);
-  out->foreign_frees = t.foreign + rd(&hak_gstats.foreign_frees);
+  out->foreign_frees = t.foreign;
+  out->large_frees = t.large_frees;
+  out->large_live_bytes = sub0(t.large_in, t.large_out);
+  out->large_cached_bytes = hak_large_cached_bytes();
+  out->superslabs_purged = rd(&hak_gstats.ss_purged);
+  out->purged_bytes = rd(&hak_gstats.purged_bytes);
+  out->peak_rss_bytes = peak_rss();
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) out->slabs += t.slabs[c];
 }
 
-static char *put_u64(char *p, const char *name, uint64_t v)
+size_t hak_stats_get_classes(hak_class_stats_t *out, size_t n)
 {
-  char digits[24];
-  int n = 0;
-  do { digits[n++] = (char)('0' + v % 10); v /= 10; } while (v != 0);
-  *p++ = ' ';
-  while (*name) *p++ = *name++;
-  *p++ = '=';
-  while (n > 0) *p++ = digits[--n];
-  return p;
+  totals_t t;
+  totals(&t);
+  for (size_t c = 0; c < n && c < HAK_NUM_CLASSES; c++) {
+    out[c].block_size = hak_class_size[c];
+    out[c].allocs = t.allocs[c];
+    out[c].frees = t.frees[c];
+    out[c].live_blocks = sub0(t.allocs[c], t.frees[c]);
+    out[c].slabs = t.slabs[c];
+  }
+  return HAK_NUM_CLASSES;
 }
 
-/* One line on stderr, built without stdio or allocation. */
-void hak_stats_print(void)
+/* ----------------------------------------------------------------- report */
+
+static void report_summary(hak_out_t *o, const hak_stats_t *s)
+{
+  hak_out_str(o, "hakmem:");
+  hak_out_kv(o, "allocs", s->allocs);
+  hak_out_kv(o, "frees", s->frees);
+  hak_out_kv(o, "remote_frees", s->remote_frees);
+  hak_out_kv(o, "live_bytes", s->live_bytes);
+  hak_out_kv(o, "large_allocs", s->large_allocs);
+  hak_out_kv(o, "foreign_frees", s->foreign_frees);
+  hak_out_kv(o, "superslabs_mapped", s->superslabs_mapped);
+  hak_out_kv(o, "superslabs_unmapped", s->superslabs_unmapped);
+  hak_out_kv(o, "mapped_kb", s->mapped_bytes >> 10);
+  hak_out_kv(o, "heaps_abandoned", s->heaps_abandoned);
+  hak_out_kv(o, "superslabs_adopted", s->superslabs_adopted);
+  hak_out_str(o, "\n");
+}
+
+static void report_classes(hak_out_t *o)
+{
+  hak_class_stats_t cs[HAK_NUM_CLASSES];
+  hak_stats_get_classes(cs, HAK_NUM_CLASSES);
+  hak_out_str(o, "hakmem: size classes (blocks; live = allocs - frees; slabs in use, abandoned ones included)\n");
+  hak_out_str(o, "hakmem:   class    size        allocs         frees          live   slabs\n");
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+    if ((cs[c].allocs | cs[c].frees | cs[c].slabs) == 0) continue;
+    hak_out_str(o, "hakmem: ");
+    hak_out_u64(o, c, 7);
+    hak_out_u64(o, cs[c].block_size, 8);
+    hak_out_u64(o, cs[c].allocs, 14);
+    hak_out_u64(o, cs[c].frees, 14);
+    hak_out_u64(o, cs[c].live_blocks, 14);
+    hak_out_u64(o, cs[c].slabs, 8);
+    hak_out_str(o, "\n");
+  }
+}
+
+/* ---- the matrix: rank ids by total with small tables on the stack */
+
+#define REPORT_TOP 8
+#define RANK_SLOTS 256
+
+typedef struct {
+  uint32_t id[RANK_SLOTS];
+  uint64_t n[RANK_SLOTS];
+} rank_t;
+
+typedef struct {
+  rank_t rows, cols;
+  uint32_t row_id[REPORT_TOP], col_id[REPORT_TOP];
+  unsigned nrows, ncols;
+  uint64_t m[REPORT_TOP + 1][REPORT_TOP + 1];  /* [REPORT_TOP]: other */
+} matrix_t;
+
+static void rank_add(rank_t *r, uint32_t id, uint64_t n)
+{
+  if (id == 0) return;  /* unknown: always "other" */
+  unsigned i = id_hash(id, 8);
+  for (unsigned k = 0; k < RANK_SLOTS; k++, i = (i + 1) % RANK_SLOTS) {
+    if (r->id[i] == id) { r->n[i] += n; return; }
+    if (r->id[i] == 0) { r->id[i] = id; r->n[i] = n; return; }
+  }
+}
+
+static unsigned rank_top(const rank_t *r, uint32_t *top)
+{
+  unsigned k = 0;
+  bool used[RANK_SLOTS] = { false };
+  for (; k < REPORT_TOP; k++) {
+    int best = -1;
+    for (unsigned i = 0; i < RANK_SLOTS; i++)
+      if (r->id[i] != 0 && !used[i] && (best < 0 || r->n[i] > r->n[best] ||
+                                        (r->n[i] == r->n[best] && r->id[i] < r->id[best])))
+        best = (int)i;
+    if (best < 0) break;
+    used[best] = true;
+    top[k] = r->id[best];
+  }
+  /* The busiest REPORT_TOP, shown in thread order (a stable layout). */
+  for (unsigned i = 1; i < k; i++)
+    for (unsigned j = i; j > 0 && top[j] < top[j - 1]; j--) {
+      uint32_t x = top[j]; top[j] = top[j - 1]; top[j - 1] = x;
+    }
+  return k;
+}
+
+static void pair_rank(uint32_t freer, uint32_t owner, uint64_t n, void *ctx)
+{
+  matrix_t *m = ctx;
+  rank_add(&m->rows, freer, n);
+  rank_add(&m->cols, owner, n);
+}
+
+static unsigned index_of(const uint32_t *ids, unsigned k, uint32_t id)
+{
+  for (unsigned i = 0; i < k; i++)
+    if (ids[i] == id && id != 0) return i;
+  return REPORT_TOP;
+}
+
+static void pair_place(uint32_t freer, uint32_t owner, uint64_t n, void *ctx)
+{
+  matrix_t *m = ctx;
+  m->m[index_of(m->row_id, m->nrows, freer)][index_of(m->col_id, m->ncols, owner)] += n;
+}
+
+static void report_matrix(hak_out_t *o)
+{
+  static const char *title =
+      "hakmem: remote frees (row: freeing thread; column: thread that allocated the block's slab)\n";
+  if (hak_opt.stats < 2) {
+    hak_out_str(o, "hakmem: remote-free matrix: not counted (needs HAKMEM_STATS=2 at start-up)\n");
+    return;
+  }
+  matrix_t m;
+  memset(&m, 0, sizeof m);
+  for_each_pair(pair_rank, &m);
+  m.nrows = rank_top(&m.rows, m.row_id);
+  m.ncols = rank_top(&m.cols, m.col_id);
+  for_each_pair(pair_place, &m);
+
+  uint64_t row_sum[REPORT_TOP + 1] = { 0 }, col_sum[REPORT_TOP + 1] = { 0 }, all = 0;
+  for (unsigned r = 0; r <= REPORT_TOP; r++)
+    for (unsigned c = 0; c <= REPORT_TOP; c++) {
+      row_sum[r] += m.m[r][c];
+      col_sum[c] += m.m[r][c];
+      all += m.m[r][c];
+    }
+  char col_label[REPORT_TOP][24];
+  int width[REPORT_TOP + 2];
+  for (unsigned c = 0; c < m.ncols; c++) {
+    thread_label(m.col_id[c], col_label[c]);
+    int w = (int)strlen(col_label[c]) + 2;
+    width[c] = w < 10 ? 10 : w;
+  }
+  hak_out_str(o, title);
+  hak_out_str(o, "hakmem:   ");
+  hak_out_strw(o, "freed by \\ owner", 18);
+  for (unsigned c = 0; c < m.ncols; c++) hak_out_strw(o, col_label[c], -width[c]);
+  if (col_sum[REPORT_TOP] != 0) hak_out_strw(o, "other", -10);
+  hak_out_strw(o, "total", -12);
+  hak_out_str(o, "\n");
+  for (unsigned r = 0; r <= m.nrows; r++) {
+    unsigned ri = r < m.nrows ? r : REPORT_TOP;
+    if (ri == REPORT_TOP && row_sum[REPORT_TOP] == 0) continue;
+    char label[24];
+    if (ri == REPORT_TOP) strcpy(label, "other");
+    else thread_label(m.row_id[r], label);
+    hak_out_str(o, "hakmem:   ");
+    hak_out_strw(o, label, 18);
+    for (unsigned c = 0; c < m.ncols; c++) hak_out_u64(o, m.m[ri][c], width[c]);
+    if (col_sum[REPORT_TOP] != 0) hak_out_u64(o, m.m[ri][REPORT_TOP], 10);
+    hak_out_u64(o, row_sum[ri], 12);
+    hak_out_str(o, "\n");
+  }
+  hak_out_str(o, "hakmem:   ");
+  hak_out_strw(o, "total", 18);
+  for (unsigned c = 0; c < m.ncols; c++) hak_out_u64(o, col_sum[c], width[c]);
+  if (col_sum[REPORT_TOP] != 0) hak_out_u64(o, col_sum[REPORT_TOP], 10);
+  hak_out_u64(o, all, 12);
+  hak_out_str(o, "\n");
+}
+
+static void report_details(hak_out_t *o, const hak_stats_t *s)
+{
+  report_classes(o);
+  hak_out_str(o, "hakmem: large");
+  hak_out_kv(o, "large_allocs", s->large_allocs);
+  hak_out_kv(o, "large_frees", s->large_frees);
+  hak_out_kv(o, "large_live", sub0(s->large_allocs, s->large_frees));
+  hak_out_kv(o, "large_live_kb", s->large_live_bytes >> 10);
+  hak_out_kv(o, "large_cached_kb", s->large_cached_bytes >> 10);
+  hak_out_str(o, "\nhakmem: superslabs");
+  hak_out_kv(o, "mapped", s->superslabs_mapped);
+  hak_out_kv(o, "purged", s->superslabs_purged);
+  hak_out_kv(o, "purged_kb", s->purged_bytes >> 10);
+  hak_out_kv(o, "unmapped", s->superslabs_unmapped);
+  hak_out_kv(o, "adopted", s->superslabs_adopted);
+  hak_out_kv(o, "slabs", s->slabs);
+  hak_out_str(o, "\nhakmem: memory");
+  hak_out_kv(o, "mapped_kb", s->mapped_bytes >> 10);
+  hak_out_kv(o, "peak_rss_kb", s->peak_rss_bytes >> 10);
+  hak_out_kv(o, "remote_frees", s->remote_frees);
+  hak_out_kv(o, "threads_exited", s->heaps_abandoned);
+  hak_out_str(o, "\n");
+  report_matrix(o);
+}
+
+static void report(hak_out_t *o, bool details)
 {
   hak_stats_t s;
   hak_stats_get(&s);
-  char line[512], *p = line;
-  memcpy(p, "hakmem:", 7);
-  p += 7;
-  p = put_u64(p, "allocs", s.allocs);
-  p = put_u64(p, "frees", s.frees);
-  p = put_u64(p, "remote_frees", s.remote_frees);
-  p = put_u64(p, "live_bytes", s.live_bytes);
-  p = put_u64(p, "large_allocs", s.large_allocs);
-  p = put_u64(p, "foreign_frees", s.foreign_frees);
-  p = put_u64(p, "superslabs_mapped", s.superslabs_mapped);
-  p = put_u64(p, "superslabs_unmapped", s.superslabs_unmapped);
-  p = put_u64(p, "mapped_kb", s.mapped_bytes >> 10);
-  p = put_u64(p, "heaps_abandoned", s.heaps_abandoned);
-  p = put_u64(p, "superslabs_adopted", s.superslabs_adopted);
-  *p++ = '\n';
-  size_t len = (size_t)(p - line);
-  int saved = errno;
-  if (write(report_fd, line, len) != (ssize_t)len && report_fd != 2) (void)!write(2, line, len);
-  errno = saved;
+  report_summary(o, &s);
+  if (details) report_details(o, &s);
+  hak_out_flush(o);
+}
+
+void hak_stats_print(FILE *f)
+{
+  hak_init();
+  hak_out_t o = { .fd = -1, .file = f };
+  if (!hak_opt.stats)
+    hak_out_str(&o, "hakmem: block counts are off (HAKMEM_STATS=1 or 2 at start-up counts them)\n");
+  report(&o, true);
+  fflush(f);
 }
 
 __attribute__((destructor)) static void hak_stats_at_exit(void)
 {
-  if (atomic_load_explicit(&hak_init_state, memory_order_acquire) == 2 && hak_opt.stats) hak_stats_print();
+  if (atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2 || !hak_opt.stats) return;
+  hak_out_t o = { .fd = report_fd };
+  report(&o, hak_opt.stats >= 2);
+}
+
+/* ------------------------------------------------ glibc's inspection calls */
+
+/* Exported by the preload library (preload.c), in glibc's formats with
+ * hakmem's numbers.  mallinfo2's fields:
+ *   arena     bytes mapped for SuperSlabs (cached empty ones included)
+ *   ordblks   slabs in use (all classes)
+ *   smblks, fsmblks, usmblks   0 (no fastbins; usmblks is 0 in glibc too)
+ *   hblks     large blocks live (each has its own mapping)
+ *   hblkhd    bytes mapped for large blocks (live and cached)
+ *   uordblks  bytes of live small blocks (block sizes); without
+ *             HAKMEM_STATS=1 or 2 block counts are off and it is arena
+ *             (an upper bound)
+ *   fordblks  arena - uordblks (free blocks and free units of SuperSlabs)
+ *   keepcost  committed bytes of freed large mappings (malloc_trim returns
+ *             them) */
+typedef struct {
+  uint64_t arena, slabs, large_live, large_mapped, small_live_bytes, small_live_blocks, cached;
+} mallinfo_t;
+
+static void get_mallinfo(mallinfo_t *m, hak_stats_t *s, hak_class_stats_t *cs)
+{
+  hak_stats_get(s);
+  hak_stats_get_classes(cs, HAK_NUM_CLASSES);
+  memset(m, 0, sizeof *m);
+  uint64_t ss = sub0(s->superslabs_mapped, s->superslabs_unmapped);
+  m->arena = ss * HAK_SS_SIZE;
+  m->slabs = s->slabs;
+  m->large_live = sub0(s->large_allocs, s->large_frees);
+  m->large_mapped = sub0(s->mapped_bytes, m->arena);
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+    m->small_live_blocks += cs[c].live_blocks;
+    m->small_live_bytes += cs[c].live_blocks * cs[c].block_size;
+  }
+  if (!hak_opt.stats) m->small_live_bytes = m->arena;
+  if (m->small_live_bytes > m->arena) m->small_live_bytes = m->arena;
+  m->cached = s->large_cached_bytes;
+}
+
+void hak_stats_mallinfo2(struct mallinfo2 *out)
+{
+  hak_init();
+  hak_stats_t s;
+  hak_class_stats_t cs[HAK_NUM_CLASSES];
+  mallinfo_t m;
+  get_mallinfo(&m, &s, cs);
+  memset(out, 0, sizeof *out);
+  out->arena = m.arena;
+  out->ordblks = m.slabs;
+  out->hblks = m.large_live;
+  out->hblkhd = m.large_mapped;
+  out->uordblks = m.small_live_bytes;
+  out->fordblks = m.arena - m.small_live_bytes;
+  out->keepcost = m.cached;
+}
+
+static void xml_total(hak_out_t *o, const char *type, uint64_t count, uint64_t size)
+{
+  hak_out_str(o, "<total type=\"");
+  hak_out_str(o, type);
+  hak_out_str(o, "\" count=\"");
+  hak_out_u64(o, count, 0);
+  hak_out_str(o, "\" size=\"");
+  hak_out_u64(o, size, 0);
+  hak_out_str(o, "\"/>\n");
+}
+
+static void xml_size(hak_out_t *o, const char *elem, const char *type, uint64_t size)
+{
+  hak_out_str(o, "<");
+  hak_out_str(o, elem);
+  hak_out_str(o, " type=\"");
+  hak_out_str(o, type);
+  hak_out_str(o, "\" size=\"");
+  hak_out_u64(o, size, 0);
+  hak_out_str(o, "\"/>\n");
+}
+
+static void xml_attr(hak_out_t *o, const char *name, uint64_t v)
+{
+  hak_out_str(o, " ");
+  hak_out_str(o, name);
+  hak_out_str(o, "=\"");
+  hak_out_u64(o, v, 0);
+  hak_out_str(o, "\"");
+}
+
+/* glibc's layout: one <heap> (hakmem's totals over every thread), whose
+ * <sizes> lists the live blocks of each size class (glibc lists free
+ * chunks there); then a <hakmem .../> element with the summary counters. */
+int hak_stats_malloc_info(int options, FILE *f)
+{
+  if (options != 0) return EINVAL;
+  hak_init();
+  hak_stats_t s;
+  hak_class_stats_t cs[HAK_NUM_CLASSES];
+  mallinfo_t m;
+  get_mallinfo(&m, &s, cs);
+  hak_out_t o = { .fd = -1, .file = f };
+  hak_out_str(&o, "<malloc version=\"1\" allocator=\"hakmem\">\n<heap nr=\"0\">\n<sizes>\n");
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+    if (cs[c].live_blocks == 0) continue;
+    hak_out_str(&o, "  <size");
+    xml_attr(&o, "from", c == 0 ? 1 : cs[c - 1].block_size + 1);
+    xml_attr(&o, "to", cs[c].block_size);
+    xml_attr(&o, "total", cs[c].live_blocks * cs[c].block_size);
+    xml_attr(&o, "count", cs[c].live_blocks);
+    hak_out_str(&o, "/>\n");
+  }
+  hak_out_str(&o, "</sizes>\n");
+  xml_total(&o, "fast", 0, 0);
+  xml_total(&o, "rest", m.small_live_blocks, m.small_live_bytes);
+  xml_size(&o, "system", "current", m.arena);
+  xml_size(&o, "system", "max", m.arena);
+  xml_size(&o, "aspace", "total", m.arena);
+  xml_size(&o, "aspace", "mprotect", m.arena);
+  hak_out_str(&o, "</heap>\n");
+  xml_total(&o, "fast", 0, 0);
+  xml_total(&o, "rest", m.small_live_blocks, m.small_live_bytes);
+  xml_total(&o, "mmap", m.large_live, m.large_mapped);
+  xml_size(&o, "system", "current", s.mapped_bytes);
+  xml_size(&o, "system", "max", s.mapped_bytes);
+  xml_size(&o, "aspace", "total", s.mapped_bytes);
+  xml_size(&o, "aspace", "mprotect", s.mapped_bytes);
+  hak_out_str(&o, "<hakmem");
+  xml_attr(&o, "stats", hak_opt.stats);
+  xml_attr(&o, "allocs", s.allocs);
+  xml_attr(&o, "frees", s.frees);
+  xml_attr(&o, "remote_frees", s.remote_frees);
+  xml_attr(&o, "live_bytes", s.live_bytes);
+  xml_attr(&o, "large_allocs", s.large_allocs);
+  xml_attr(&o, "large_frees", s.large_frees);
+  xml_attr(&o, "large_cached_bytes", s.large_cached_bytes);
+  xml_attr(&o, "superslabs_mapped", s.superslabs_mapped);
+  xml_attr(&o, "superslabs_purged", s.superslabs_purged);
+  xml_attr(&o, "superslabs_unmapped", s.superslabs_unmapped);
+  xml_attr(&o, "slabs", s.slabs);
+  xml_attr(&o, "mapped_bytes", s.mapped_bytes);
+  xml_attr(&o, "peak_rss_bytes", s.peak_rss_bytes);
+  hak_out_str(&o, "/>\n</malloc>\n");
+  hak_out_flush(&o);
+  return 0;
+}
+
+/* glibc's malloc_stats lines with hakmem's numbers, then the report. */
+void hak_stats_malloc_stats(void)
+{
+  hak_init();
+  hak_stats_t s;
+  hak_class_stats_t cs[HAK_NUM_CLASSES];
+  mallinfo_t m;
+  get_mallinfo(&m, &s, cs);
+  hak_out_t o = { .fd = -1, .file = stderr };
+  static const char *label[] = { "system bytes     = ", "in use bytes     = " };
+  hak_out_str(&o, "Arena 0 (hakmem: SuperSlabs of all threads):\n");
+  hak_out_str(&o, label[0]); hak_out_u64(&o, m.arena, 10); hak_out_str(&o, "\n");
+  hak_out_str(&o, label[1]); hak_out_u64(&o, m.small_live_bytes, 10); hak_out_str(&o, "\n");
+  hak_out_str(&o, "Total (incl. mmap):\n");
+  hak_out_str(&o, label[0]); hak_out_u64(&o, s.mapped_bytes, 10); hak_out_str(&o, "\n");
+  hak_out_str(&o, label[1]); hak_out_u64(&o, m.small_live_bytes + s.large_live_bytes, 10); hak_out_str(&o, "\n");
+  hak_out_str(&o, "max mmap regions = "); hak_out_u64(&o, m.large_live, 10); hak_out_str(&o, "\n");
+  hak_out_str(&o, "max mmap bytes   = "); hak_out_u64(&o, m.large_mapped, 10); hak_out_str(&o, "\n");
+  hak_out_flush(&o);
+  hak_stats_print(stderr);
 }

@@ -176,6 +176,8 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   s->cls = (uint8_t)cls;
   s->state = HAK_SLAB_CUR;
   s->span = (uint8_t)span;
+  s->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);
+  hak_count(&h->stats.slabs[cls], 1);
   for (unsigned u = (unsigned)unit; u < (unsigned)unit + span; u++) ss->unit_slab[u] = (uint8_t)unit;
   /* No thread can reach a slab that holds no block: plain reset is enough,
    * but the head is atomic, so store it as one. */
@@ -211,6 +213,7 @@ void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s)
   hak_superslab_t *ss = hak_ss_of(s);
   unsigned unit = s->unit, span = s->span;
   uint32_t m = units_mask(unit, span);
+  hak_count(&h->stats.slabs[s->cls], (uint64_t)-1);  /* the heap's delta; sums stay exact */
   for (unsigned u = unit; u < unit + span; u++) slab_reset(ss, u);
   if (ss->free_units == 0) {  /* has room again: to the front */
     ss->free_units = m;
@@ -254,8 +257,10 @@ static void purge_ss(hak_superslab_t *ss)
     uint8_t *from = (uint8_t *)ss + (first == 0 ? HAK_SS_HEADER_SIZE : (size_t)first << HAK_UNIT_SHIFT);
     uint8_t *to = (uint8_t *)ss + ((size_t)(last + 1) << HAK_UNIT_SHIFT);
     hak_os_purge(from, (size_t)(to - from));
+    hak_gcount(&hak_gstats.purged_bytes, (size_t)(to - from));
     d &= ~units_mask(first, last - first + 1);
   }
+  if (ss->dirty_units != 0) hak_gcount(&hak_gstats.ss_purged, 1);
   ss->dirty_units = 0;
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The preload library must define and export every entry point through which
 # a program or glibc itself can allocate or free: if one is missing, glibc
-# serves it and hakmem later sees glibc's blocks (or the reverse).
+# serves it and hakmem later sees glibc's blocks (or the reverse).  Also
+# glibc's heap-inspection calls, which must report hakmem's heap, not glibc's
+# empty arenas.
 #   check_exports.sh /path/to/libhakmem.so
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -11,7 +13,8 @@ hk_need nm
 symbols=(malloc free calloc realloc reallocarray posix_memalign aligned_alloc
          memalign valloc pvalloc malloc_usable_size free_sized free_aligned_sized
          __libc_malloc __libc_free __libc_calloc __libc_realloc __libc_memalign
-         __posix_memalign)
+         __posix_memalign
+         malloc_trim malloc_stats malloc_info mallinfo mallinfo2)
 
 nm -D --defined-only "$HK_LIB" > "$HK_TMP/dynsyms"
 missing=()

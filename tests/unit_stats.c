@@ -1,0 +1,361 @@
+/* unit_stats: the statistics API and the HAKMEM_STATS=2 exit report.
+ *
+ *   unit_stats            the checks below (ctest sets HAKMEM_STATS=2)
+ *   unit_stats scenario   the named-thread scenario alone (run as a child)
+ *
+ * 1. Exact per-class counts (hak_stats_get_classes) and the new hak_stats_t
+ *    fields for a known sequence on one thread; hak_stats_print's output.
+ * 2. The exit report of a child running `scenario` with HAKMEM_STATS=2:
+ *    named threads allocate, others free them (every thread joined before
+ *    the next starts, so counts are exact); the remote-free matrix must
+ *    name the threads (pthread_setname_np, set after the thread's first
+ *    malloc: read again at exit) and hold the exact counts; the threads
+ *    that exited keep their rows.  With HAKMEM_STATS=1 the report is the one
+ *    summary line only; with HAKMEM_STATS unset, nothing.
+ * stdio and pthreads use the C library's malloc here (hakmem serves only
+ * hak_*), so the counts are the test's own.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "hakmem.h"
+#include "hak_check.h"
+
+#define KiB ((size_t)1024)
+#define MiB (1024 * KiB)
+#define MAX_CLASSES 64
+
+static size_t class_of(const hak_class_stats_t *cs, size_t n, size_t size)
+{
+  for (size_t c = 0; c < n; c++)
+    if (cs[c].block_size >= size) return c;
+  return n;
+}
+
+/* ------------------------------------------------------------ 1. in process */
+
+static void test_classes(void)
+{
+  check_section = "classes";
+  hak_class_stats_t a[MAX_CLASSES], b[MAX_CLASSES];
+  size_t n = hak_stats_get_classes(a, MAX_CLASSES);
+  REQUIRE(n > 8 && n <= MAX_CLASSES, "hak_stats_get_classes returned %zu", n);
+  size_t c = class_of(a, n, 40);
+  CHECK(a[c].block_size == 48, "40 bytes: class of %llu-byte blocks, expected 48",
+        (unsigned long long)a[c].block_size);
+  hak_stats_t s0 = stats_now();
+
+  enum { N = 100, F = 30 };
+  void *p[N];
+  for (int i = 0; i < N; i++) REQUIRE((p[i] = hak_malloc(40)) != NULL, "hak_malloc(40)");
+  hak_stats_get_classes(b, n);
+  CHECK(b[c].allocs - a[c].allocs == N, "allocs +%llu, expected %d",
+        (unsigned long long)(b[c].allocs - a[c].allocs), N);
+  CHECK(b[c].frees == a[c].frees, "frees moved by %llu", (unsigned long long)(b[c].frees - a[c].frees));
+  CHECK(b[c].live_blocks - a[c].live_blocks == N, "live +%llu, expected %d",
+        (unsigned long long)(b[c].live_blocks - a[c].live_blocks), N);
+  CHECK(b[c].slabs == a[c].slabs + 1, "slabs %llu -> %llu, expected one more (a fresh class)",
+        (unsigned long long)a[c].slabs, (unsigned long long)b[c].slabs);
+  for (int i = 0; i < F; i++) hak_free(p[i]);
+  hak_stats_get_classes(b, n);
+  CHECK(b[c].frees - a[c].frees == F, "frees +%llu, expected %d", (unsigned long long)(b[c].frees - a[c].frees), F);
+  CHECK(b[c].live_blocks - a[c].live_blocks == N - F, "live +%llu, expected %d",
+        (unsigned long long)(b[c].live_blocks - a[c].live_blocks), N - F);
+  for (size_t k = 0; k < n; k++)
+    if (k != c) CHECK(b[k].allocs == a[k].allocs && b[k].frees == a[k].frees, "class %zu moved", k);
+
+  /* A large block: counted, then cached when freed, then trimmed. */
+  void *big = hak_malloc(3 * MiB);
+  REQUIRE(big != NULL, "hak_malloc(3 MiB)");
+  memset(big, 1, 3 * MiB);
+  hak_stats_t s1 = stats_now();
+  CHECK(s1.large_allocs == s0.large_allocs + 1, "large_allocs %llu -> %llu", (unsigned long long)s0.large_allocs,
+        (unsigned long long)s1.large_allocs);
+  CHECK(s1.large_live_bytes >= s0.large_live_bytes + 3 * MiB, "large_live_bytes %llu -> %llu",
+        (unsigned long long)s0.large_live_bytes, (unsigned long long)s1.large_live_bytes);
+  CHECK(s1.peak_rss_bytes >= 3 * MiB, "peak_rss_bytes %llu after touching 3 MiB",
+        (unsigned long long)s1.peak_rss_bytes);
+  CHECK(s1.slabs >= 1, "slabs %llu", (unsigned long long)s1.slabs);
+  hak_free(big);
+  hak_stats_t s2 = stats_now();
+  CHECK(s2.large_frees == s1.large_frees + 1, "large_frees %llu -> %llu", (unsigned long long)s1.large_frees,
+        (unsigned long long)s2.large_frees);
+  CHECK(s2.large_live_bytes == s0.large_live_bytes, "large_live_bytes %llu, was %llu",
+        (unsigned long long)s2.large_live_bytes, (unsigned long long)s0.large_live_bytes);
+  CHECK(s2.large_cached_bytes >= 3 * MiB, "large_cached_bytes %llu after freeing a written 3 MiB block",
+        (unsigned long long)s2.large_cached_bytes);
+
+  for (int i = F; i < N; i++) hak_free(p[i]);
+  hak_collect();  /* the empty current slab goes, its pages are purged, the cache trimmed */
+  hak_stats_t s3 = stats_now();
+  hak_stats_get_classes(b, n);
+  CHECK(b[c].live_blocks == a[c].live_blocks && b[c].slabs == a[c].slabs,
+        "after freeing all and hak_collect: live %llu slabs %llu, expected %llu and %llu",
+        (unsigned long long)b[c].live_blocks, (unsigned long long)b[c].slabs,
+        (unsigned long long)a[c].live_blocks, (unsigned long long)a[c].slabs);
+  CHECK(s3.large_cached_bytes == 0, "large_cached_bytes %llu after hak_collect",
+        (unsigned long long)s3.large_cached_bytes);
+  CHECK(s3.superslabs_purged > s0.superslabs_purged && s3.purged_bytes > s0.purged_bytes,
+        "hak_collect purged nothing: superslabs_purged %llu -> %llu, purged_bytes %llu -> %llu",
+        (unsigned long long)s0.superslabs_purged, (unsigned long long)s3.superslabs_purged,
+        (unsigned long long)s0.purged_bytes, (unsigned long long)s3.purged_bytes);
+  CHECK(s3.allocs - s0.allocs == N + 1 && s3.frees - s0.frees == N + 1, "allocs +%llu frees +%llu, expected %d",
+        (unsigned long long)(s3.allocs - s0.allocs), (unsigned long long)(s3.frees - s0.frees), N + 1);
+}
+
+/* hak_stats_print: the summary line first, then the class table holding
+ * the class just used with its exact counts. */
+static void test_print(void)
+{
+  check_section = "print";
+  void *p[7];
+  for (int i = 0; i < 7; i++) p[i] = hak_malloc(3000);  /* 3072-byte class */
+  hak_class_stats_t cs[MAX_CLASSES];
+  size_t n = hak_stats_get_classes(cs, MAX_CLASSES);
+  size_t c = class_of(cs, n, 3000);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  REQUIRE(f != NULL, "open_memstream");
+  hak_stats_print(f);
+  fclose(f);
+  CHECK(strncmp(text, "hakmem: allocs=", 15) == 0, "first line: %.80s", text);
+  char want[128];
+  snprintf(want, sizeof want, "\nhakmem: %7zu%8llu%14llu%14llu%14llu", c, (unsigned long long)cs[c].block_size,
+           (unsigned long long)cs[c].allocs, (unsigned long long)cs[c].frees,
+           (unsigned long long)cs[c].live_blocks);
+  CHECK(strstr(text, want) != NULL, "no class line '%s' in:\n%s", want + 1, text);
+  CHECK(cs[c].live_blocks == 7, "live blocks of class %zu: %llu", c, (unsigned long long)cs[c].live_blocks);
+  CHECK(strstr(text, "peak_rss_kb=") != NULL && strstr(text, "hakmem: remote frees") != NULL,
+        "sections missing in:\n%s", text);
+  free(text);
+  for (int i = 0; i < 7; i++) hak_free(p[i]);
+}
+
+/* ------------------------------------------------------------ 2. scenario */
+
+/* Sizes of distinct classes, so the class table shows each thread's blocks. */
+#define A_SMALL 3000   /* producer-a: 64 B */
+#define A_LARGE 10     /* producer-a: 300 KiB */
+#define B_SMALL 500    /* producer-b: 200 B */
+#define M_SMALL 700    /* main: 100 B */
+#define X_SMALL 50     /* consumer-x: 1000 B */
+#define X_FREES_A 2000 /* consumer-x frees 2000 of a's small, all its large, all main's */
+
+static void *a_blocks[A_SMALL + A_LARGE], *b_blocks[B_SMALL], *m_blocks[M_SMALL], *x_blocks[X_SMALL];
+
+static void *producer_a(void *arg)
+{
+  (void)arg;
+  a_blocks[0] = hak_malloc(64);  /* the heap starts before the thread has its name */
+  pthread_setname_np(pthread_self(), "producer-a");
+  for (int i = 1; i < A_SMALL; i++) a_blocks[i] = hak_malloc(64);
+  for (int i = 0; i < A_LARGE; i++) a_blocks[A_SMALL + i] = hak_malloc(300 * KiB);
+  return NULL;
+}
+
+static void *producer_b(void *arg)
+{
+  (void)arg;
+  pthread_setname_np(pthread_self(), "producer-b");
+  for (int i = 0; i < B_SMALL; i++) b_blocks[i] = hak_malloc(200);
+  return NULL;
+}
+
+static void *consumer_x(void *arg)
+{
+  (void)arg;
+  pthread_setname_np(pthread_self(), "consumer-x");
+  for (int i = 0; i < X_FREES_A; i++) hak_free(a_blocks[i]);
+  for (int i = 0; i < A_LARGE; i++) hak_free(a_blocks[A_SMALL + i]);
+  for (int i = 0; i < M_SMALL; i++) hak_free(m_blocks[i]);
+  for (int i = 0; i < X_SMALL; i++) x_blocks[i] = hak_malloc(1000);
+  return NULL;
+}
+
+static void *unnamed(void *arg)
+{
+  (void)arg;
+  for (int i = X_FREES_A; i < A_SMALL; i++) hak_free(a_blocks[i]);
+  for (int i = 0; i < B_SMALL; i++) hak_free(b_blocks[i]);
+  return NULL;
+}
+
+static void run(void *(*fn)(void *))
+{
+  pthread_t t;
+  if (pthread_create(&t, NULL, fn, NULL) != 0 || pthread_join(t, NULL) != 0) {
+    perror("pthread");
+    exit(2);
+  }
+}
+
+static int scenario(void)
+{
+  for (int i = 0; i < M_SMALL; i++) m_blocks[i] = hak_malloc(100);
+  run(producer_a);
+  run(producer_b);
+  run(consumer_x);
+  run(unnamed);
+  for (int i = 0; i < X_SMALL; i++) hak_free(x_blocks[i]);
+  return 0;  /* the report comes from hakmem's destructor */
+}
+
+/* Run `unit_stats scenario` with HAKMEM_STATS=level (NULL: unset); its
+ * stderr into buf.  Returns the exit status. */
+static int run_child(const char *level, char *buf, size_t size)
+{
+  int fds[2];
+  REQUIRE(pipe(fds) == 0, "pipe");
+  pid_t pid = fork();
+  REQUIRE(pid >= 0, "fork");
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    if (level) setenv("HAKMEM_STATS", level, 1);
+    else unsetenv("HAKMEM_STATS");
+    execl("/proc/self/exe", "unit_stats", "scenario", (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  size_t n = 0;
+  for (;;) {
+    ssize_t r = read(fds[0], buf + n, size - 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    n += (size_t)r;
+    if (n == size - 1) break;
+  }
+  buf[n] = 0;
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The matrix of a report: column labels and rows. */
+#define MAXL 12
+typedef struct {
+  int ncols, nrows;
+  char col[MAXL][24], row[MAXL][24];
+  unsigned long long cell[MAXL][MAXL];
+} matrix_t;
+
+static bool parse_matrix(const char *text, matrix_t *m)
+{
+  memset(m, 0, sizeof *m);
+  const char *p = strstr(text, "hakmem:   freed by \\ owner");
+  if (p == NULL) return false;
+  p += strlen("hakmem:   freed by \\ owner");
+  const char *eol = strchr(p, '\n');
+  char line[512];
+  snprintf(line, sizeof line, "%.*s", (int)(eol - p), p);
+  for (char *tok = strtok(line, " "); tok && m->ncols < MAXL; tok = strtok(NULL, " "))
+    snprintf(m->col[m->ncols++], 24, "%s", tok);
+  for (p = eol + 1; strncmp(p, "hakmem:   ", 10) == 0 && m->nrows < MAXL; p = strchr(p, '\n') + 1) {
+    eol = strchr(p, '\n');
+    snprintf(line, sizeof line, "%.*s", (int)(eol - p - 10), p + 10);
+    char *tok = strtok(line, " ");
+    snprintf(m->row[m->nrows], 24, "%s", tok);
+    for (int c = 0; c < m->ncols && (tok = strtok(NULL, " ")); c++) m->cell[m->nrows][c] = strtoull(tok, NULL, 10);
+    m->nrows++;
+  }
+  return true;
+}
+
+static int find(char (*labels)[24], int n, const char *want)
+{
+  for (int i = 0; i < n; i++)
+    if (strcmp(labels[i], want) == 0) return i;
+  return -1;
+}
+
+static void test_report(void)
+{
+  static char out[64 * 1024];
+  check_section = "report level 2";
+  int rc = run_child("2", out, sizeof out);
+  CHECK(rc == 0, "scenario exited with %d; stderr:\n%s", rc, out);
+  unsigned long long total = A_SMALL + A_LARGE + B_SMALL + M_SMALL + X_SMALL;
+  char want[160];
+  snprintf(want, sizeof want, "hakmem: allocs=%llu frees=%llu remote_frees=%llu live_bytes=0 ", total, total, total);
+  CHECK(strncmp(out, want, strlen(want)) == 0, "summary line: expected '%s...' in:\n%s", want, out);
+  snprintf(want, sizeof want, "large_allocs=%d large_frees=%d large_live=0 ", A_LARGE, A_LARGE);
+  CHECK(strstr(out, want) != NULL, "no '%s' in:\n%s", want, out);
+  /* class table: size, allocs, frees, live */
+  static const struct { int size, n; } cls[] = { { 64, A_SMALL }, { 224, B_SMALL }, { 112, M_SMALL }, { 1024, X_SMALL } };
+  for (size_t i = 0; i < sizeof cls / sizeof *cls; i++) {
+    snprintf(want, sizeof want, "%8d%14d%14d%14d", cls[i].size, cls[i].n, cls[i].n, 0);
+    CHECK(strstr(out, want) != NULL, "no class line '%s' in:\n%s", want, out);
+  }
+
+  matrix_t m;
+  REQUIRE(parse_matrix(out, &m), "no remote-free matrix in:\n%s", out);
+  int ca = find(m.col, m.ncols, "producer-a"), cb = find(m.col, m.ncols, "producer-b");
+  int cm = find(m.col, m.ncols, "main"), cx = find(m.col, m.ncols, "consumer-x");
+  int ct = find(m.col, m.ncols, "total");
+  int rx = find(m.row, m.nrows, "consumer-x"), rm = find(m.row, m.nrows, "main");
+  int rt = find(m.row, m.nrows, "total"), ru = -1;
+  for (int r = 0; r < m.nrows; r++)
+    if (m.row[r][0] == '#') ru = r;
+  REQUIRE(ca >= 0 && cb >= 0 && cm >= 0 && cx >= 0 && ct == m.ncols - 1 && m.ncols == 5,
+          "columns: expected producer-a producer-b main consumer-x total (any order, total last); report:\n%s", out);
+  REQUIRE(rx >= 0 && rm >= 0 && ru >= 0 && rt == m.nrows - 1 && m.nrows == 4,
+          "rows: expected consumer-x, main, #N (the unnamed thread) and total; report:\n%s", out);
+  unsigned long long expect[MAXL][MAXL] = { { 0 } };
+  expect[rx][ca] = X_FREES_A + A_LARGE;
+  expect[rx][cm] = M_SMALL;
+  expect[ru][ca] = A_SMALL - X_FREES_A;
+  expect[ru][cb] = B_SMALL;
+  expect[rm][cx] = X_SMALL;
+  for (int r = 0; r < rt; r++) {
+    unsigned long long sum = 0;
+    for (int c = 0; c < ct; c++) {
+      CHECK(m.cell[r][c] == expect[r][c], "cell %s -> %s: %llu, expected %llu", m.row[r], m.col[c], m.cell[r][c],
+            expect[r][c]);
+      sum += expect[r][c];
+      expect[rt][c] += expect[r][c];
+    }
+    CHECK(m.cell[r][ct] == sum, "row total of %s: %llu, expected %llu", m.row[r], m.cell[r][ct], sum);
+  }
+  for (int c = 0; c < ct; c++)
+    CHECK(m.cell[rt][c] == expect[rt][c], "column total of %s: %llu, expected %llu", m.col[c], m.cell[rt][c],
+          expect[rt][c]);
+  CHECK(m.cell[rt][ct] == total, "grand total %llu, expected %llu", m.cell[rt][ct], total);
+
+  check_section = "report level 1";
+  rc = run_child("1", out, sizeof out);
+  CHECK(rc == 0, "scenario exited with %d", rc);
+  snprintf(want, sizeof want, "hakmem: allocs=%llu frees=%llu remote_frees=%llu ", total, total, total);
+  CHECK(strncmp(out, want, strlen(want)) == 0, "expected '%s...', got:\n%s", want, out);
+  char *nl = strchr(out, '\n');
+  CHECK(nl != NULL && nl[1] == 0, "HAKMEM_STATS=1 printed more than one line:\n%s", out);
+
+  check_section = "report off";
+  rc = run_child(NULL, out, sizeof out);
+  CHECK(rc == 0 && out[0] == 0, "without HAKMEM_STATS: exit %d, stderr:\n%s", rc, out);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc > 1 && strcmp(argv[1], "scenario") == 0) return scenario();
+  const char *level = getenv("HAKMEM_STATS");
+  if (level == NULL || strcmp(level, "2") != 0) {
+    fprintf(stderr, "unit_stats: run with HAKMEM_STATS=2 (ctest does)\n");
+    return 1;
+  }
+  test_classes();
+  test_print();
+  test_report();
+  return check_finish("unit_stats");
+}
