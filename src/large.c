@@ -294,7 +294,11 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero)
   if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
   size_t off = hak_align_up(sizeof(hak_large_t), align);
   if (size > HAK_MAX_ALLOC || off > HAK_MAX_ALLOC - size) { errno = ENOMEM; return NULL; }
-  size_t need = off + size;
+  /* A zero-byte block still gets a byte inside the mapping: with an
+   * alignment of 2 MiB or more, off is the whole first part of the mapping,
+   * and user == base + map_size would lie outside it (not registered: its
+   * free went to the system allocator; found by fuzz/fuzz_api). */
+  size_t need = off + (size ? size : 1);
   hak_large_t *l = large_map(need, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
   if (l == NULL) { errno = ENOMEM; return NULL; }
   l->magic = HAK_LARGE_MAGIC;
