@@ -18,7 +18,8 @@
  * Any mismatch aborts (libFuzzer saves the input).
  *
  * Blocks above 64 KiB are checked on a sample: their first and last 4 KiB
- * and the first word of every page (a page lost, moved or zeroed shows).
+ * and the first word of every page, of every 16th page above 4 MiB (a page
+ * lost, moved or zeroed shows).
  * The live total is capped at 256 MiB and one block at 64 MiB.  A helper
  * thread, driven synchronously (so a run stays deterministic), frees blocks
  * of the main thread (remote frees), allocates blocks the main thread later
@@ -111,8 +112,11 @@ static void pattern(unsigned char *p, size_t n, size_t limit, uint64_t id, bool 
     range(p, 0, limit, id, write, what);
     return;
   }
+  /* A word every page up to 4 MiB, every 16th page beyond (each sampled
+   * page is a page fault of the kernel's: they were most of the run time). */
+  size_t stride = n <= 4 * MiB ? 4096 : 64 * KiB;
   range(p, 0, limit < 4096 ? limit : 4096, id, write, what);
-  for (size_t o = 4096; o + 8 <= limit && o < n - 4096; o += 4096) range(p, o, o + 8, id, write, what);
+  for (size_t o = stride; o + 8 <= limit && o < n - 4096; o += stride) range(p, o, o + 8, id, write, what);
   if (limit > n - 4096) range(p, n - 4096, limit, id, write, what);
 }
 
@@ -125,7 +129,7 @@ static void check_zero(const unsigned char *p, size_t n)
     size_t len = n - o < 4096 ? n - o : 4096;
     if (memcmp(p + o, zero, len) != 0) DIE("calloc(%zu): non-zero byte near offset %zu", n, o);
   }
-  for (size_t o = full; o < n; o += 4096)
+  for (size_t o = full; o < n; o += 64 * KiB)
     if (p[o] != 0 || p[n - 1] != 0) DIE("calloc(%zu): non-zero byte at offset %zu", n, o);
 }
 
@@ -144,9 +148,10 @@ static size_t size_arg(input_t *in)
   case 0: return k & 63 ? byte(in) : 0;
   case 1: return u16(in) % 4097;
   case 2: return (size_t)u16(in) * 5;                   /* 0 .. 320 KiB */
-  default: {
-    size_t n = 256 * KiB + ((size_t)u16(in) << (k % 11)); /* up to ~320 MiB, capped below */
-    return n > BLOCK_MAX ? BLOCK_MAX - (k & 15) * 4096 : n;
+  default: {   /* 256 KiB .. 16 MiB, or up to BLOCK_MAX when k says so */
+    size_t n = 256 * KiB + ((size_t)u16(in) << (k % 9));
+    if (k % 16 == 15) n = BLOCK_MAX - (size_t)(k & 48) * 4096 - u16(in);
+    return n > BLOCK_MAX ? BLOCK_MAX : n;
   }
   }
 }

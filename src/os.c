@@ -81,10 +81,21 @@ void *hak_os_map_aligned(size_t size, size_t align)
   return (void *)base;
 }
 
+/* munmap fails with ENOMEM when unmapping part of a mapping would split it
+ * past vm.max_map_count (hakmem unmaps 2 MiB pieces of regions the kernel
+ * may have merged): the process is out of mappings, as it is out of memory
+ * when mmap fails, and must go on.  The range is only abandoned then: its
+ * pages are given back (MADV_DONTNEED never splits), its address space
+ * stays mapped and unused (the callers no longer refer to it).  Any other
+ * error is a bad range: a bug, fatal. */
 void hak_os_unmap(void *p, size_t size)
 {
   int saved = errno;
-  if (munmap(p, size) != 0) hak_fatal("munmap failed", p);
+  int rc = HAK_FAULT(HAK_FAULT_UNMAP) ? (errno = ENOMEM, -1) : munmap(p, size);
+  if (rc != 0) {
+    if (errno != ENOMEM) hak_fatal("munmap failed", p);
+    (void)madvise(p, size, MADV_DONTNEED);
+  }
   errno = saved;
 }
 
