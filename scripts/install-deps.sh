@@ -6,12 +6,10 @@
 set -euo pipefail
 
 pkgs=(cmake gcc g++ make binutils liburcu-dev libck-dev python3 procps
-      pigz zstd xz-utils coreutils git)
+      pigz zstd xz-utils coreutils git
+      clang libclang-rt-14-dev)   # libFuzzer: scripts/fuzz.sh (run by test.sh)
 if [[ "${1:-}" == "--bench" || "${1:-}" == "--all" ]]; then
   pkgs+=(libmimalloc-dev libjemalloc-dev libtcmalloc-minimal4 gnuplot-nox)
-fi
-if [[ "${1:-}" == "--all" ]]; then
-  pkgs+=(clang libclang-rt-14-dev)
 fi
 
 missing=()
