@@ -42,9 +42,10 @@ if [[ -z "$(ls -A "$corpus")" ]]; then
 fi
 
 echo "== fuzz: run ${secs} s (corpus $corpus)"
-# -max_len: a program of a few hundred operations; -rss_limit_mb: live blocks
+# -max_len: a program of a few hundred operations, reached soon (-len_control
+# below the default 100); -rss_limit_mb: live blocks
 # are capped at 256 MiB, plus hakmem's caches and ASan's own memory;
 # -timeout: one input (at most a few thousand operations) takes well under it.
-"$build/fuzz/fuzz_api" -max_total_time="$secs" -max_len=4096 -rss_limit_mb=4096 -timeout=60 \
+"$build/fuzz/fuzz_api" -max_total_time="$secs" -max_len=2048 -len_control=10 -rss_limit_mb=4096 -timeout=60 \
   -print_final_stats=1 -artifact_prefix="$build/artifacts/" ${FUZZ_ARGS:-} "$corpus"
 echo "== fuzz: PASS (no crash in ${secs} s)"
