@@ -33,6 +33,9 @@
  *                            mapping), then succeeding.
  *     every                  (injection) 4 threads of random operations while
  *                            every 3rd mapping fails.
+ *     env                    (injection, only when named) run with
+ *                            HAKMEM_FAIL_MMAP_EVERY=3: some large mallocs
+ *                            fail from the start.
  * After each section the counters balance: every block handed out was freed,
  * failed calls counted nothing.
  *
@@ -767,6 +770,38 @@ static void section_every(void)
   CHECK(after.live_bytes == before.live_bytes, "live_bytes %llu, was %llu",
         (unsigned long long)after.live_bytes, (unsigned long long)before.live_bytes);
 }
+/* ------------------------------------------------ the environment */
+
+/* Run with HAKMEM_FAIL_MMAP_EVERY=3 (ctest unit_faults_env): every 3rd
+ * mapping fails from the process's start, with no call of the test hook. */
+static void section_env(void)
+{
+  check_begin("HAKMEM_FAIL_MMAP_EVERY from the environment (injection)");
+  const char *e = getenv("HAKMEM_FAIL_MMAP_EVERY");
+  REQUIRE(e != NULL && atoi(e) > 2, "run with HAKMEM_FAIL_MMAP_EVERY=3 or more");
+  unsigned long ok = 0, nulls = 0;
+  void *keep[64] = {0};
+  for (int i = 0; i < 64; i++) {
+    errno = 0;
+    keep[i] = hak_malloc((size_t)(1 + i % 4) * MiB);
+    if (keep[i] == NULL) {
+      nulls++;
+      CHECK(errno == ENOMEM, "NULL with errno %d", errno);
+    } else {
+      ok++;
+      memset(keep[i], i, MiB);
+    }
+  }
+  printf("   %lu large mallocs succeeded, %lu failed, %llu mappings failed\n", ok, nulls,
+         (unsigned long long)hak_test_fail_mmap_injected());
+  CHECK(ok > 0 && nulls > 0 && hak_test_fail_mmap_injected() >= nulls, "every 3rd mapping did not fail");
+  for (int i = 0; i < 64; i++) {
+    if (keep[i] == NULL) continue;
+    CHECK(((unsigned char *)keep[i])[0] == i && ((unsigned char *)keep[i])[MiB - 1] == i, "block changed");
+    hak_free(keep[i]);
+  }
+}
+
 #endif /* HAKMEM_FAULT_INJECTION */
 
 int main(int argc, char **argv)
@@ -777,6 +812,12 @@ int main(int argc, char **argv)
   if (SANITIZED) {
     printf("unit_faults_rlimit: skipped: a sanitizer's shadow memory exceeds any RLIMIT_AS\n");
     return 77;
+  }
+#endif
+#ifdef HAKMEM_FAULT_INJECTION
+  if (only && !strcmp(only, "env")) {   /* first: the environment's failures start at once */
+    section_env();
+    return check_finish(argv[0]);
   }
 #endif
   hak_free(hak_malloc(1));   /* hakmem initialised before any section */
