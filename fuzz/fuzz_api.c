@@ -260,6 +260,15 @@ static void helper_call(int req)
 
 /* ---------------------------------------------------------------- run */
 
+/* FUZZ_API_STATS=1: hakmem's counters at exit (HAKMEM_STATS's line). */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+  (void)argc;
+  (void)argv;
+  if (getenv("FUZZ_API_STATS") != NULL) setenv("HAKMEM_STATS", "1", 1);
+  return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   input_t in = {data, size, 0};
