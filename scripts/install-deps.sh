@@ -12,12 +12,10 @@ set -euo pipefail
 # configuration or data file of the system instance.
 # pkgconf, dpkg-dev: the install and package tests (tests/install/).
 pkgs=(cmake gcc g++ make binutils liburcu-dev libck-dev python3 procps pkgconf dpkg-dev
-      pigz zstd xz-utils coreutils git memcached redis-server redis-tools)
+      pigz zstd xz-utils coreutils git memcached redis-server redis-tools
+      clang libclang-rt-14-dev)   # libFuzzer: scripts/fuzz.sh (run by test.sh)
 if [[ "${1:-}" == "--bench" || "${1:-}" == "--all" ]]; then
   pkgs+=(libmimalloc-dev libjemalloc-dev libtcmalloc-minimal4 gnuplot-nox)
-fi
-if [[ "${1:-}" == "--all" ]]; then
-  pkgs+=(clang libclang-rt-14-dev)
 fi
 
 missing=()

@@ -3,8 +3,10 @@
 #   1. the Release build's ctest suite (unit, contract, real programs under
 #      LD_PRELOAD, stress, lifecycle),
 #   2. the ThreadSanitizer suite (tsan/run.sh),
-#   3. the AddressSanitizer + UBSan suite (scripts/asan.sh).
-# Exit 0 only if all pass.  Env: JOBS (default 2), SKIP_SANITIZERS=1 to run only 1.
+#   3. the AddressSanitizer + UBSan suite (scripts/asan.sh),
+#   4. a short libFuzzer run of fuzz/fuzz_api (scripts/fuzz.sh).
+# Exit 0 only if all pass.  Env: JOBS (default 2), SKIP_SANITIZERS=1 to run only 1,
+# FUZZ_SECONDS (default 60), SKIP_FUZZ=1 to leave out 4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
@@ -25,4 +27,14 @@ if [[ "${SKIP_SANITIZERS:-0}" != 1 ]]; then
   echo "== AddressSanitizer + UBSan suite"
   scripts/asan.sh
 fi
+
+# --- fuzzing: a short run of fuzz/fuzz_api (its corpus grows in build-fuzz/) ---
+if [[ "${SKIP_FUZZ:-0}" != 1 ]]; then
+  echo "== libFuzzer (fuzz/fuzz_api, ${FUZZ_SECONDS:-60} s)"
+  fuzz_log=$(mktemp)
+  scripts/fuzz.sh "${FUZZ_SECONDS:-60}" >"$fuzz_log" 2>&1 || { tail -n 60 "$fuzz_log"; rm -f "$fuzz_log"; exit 1; }
+  grep -E '^(stat::(number_of_executed_units|average_exec_per_sec)|== fuzz: PASS)' "$fuzz_log"; rm -f "$fuzz_log"
+fi
+# ------------------------------------------------------------------------------
+
 echo "== all tests passed in $(( $(date +%s) - start )) s"

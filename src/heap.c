@@ -315,7 +315,14 @@ static hak_heap_t *heap_thread_start(void)
   hak_heap_t *h = hak_heap_acquire();
   if (h == NULL) return NULL;
   hak_tls_heap = h;                      /* before setspecific, which may allocate */
-  pthread_setspecific(heap_key, h);      /* runs heap_thread_exit at thread exit */
+  if (pthread_setspecific(heap_key, h) != 0) {  /* runs heap_thread_exit at thread exit */
+    /* ENOMEM: glibc allocates the key's second-level array (keys >= 32) and
+     * that failed.  Without the key the heap would never be abandoned, its
+     * memory stranded when the thread exits: hand it over now and fail. */
+    hak_tls_heap = &hak_heap_empty;
+    hak_heap_abandon(h);
+    return NULL;
+  }
   return h;
 }
 

@@ -107,6 +107,7 @@ void hak_init_slow(void)
     /* These may allocate: hakmem is ready now. */
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     hak_sys_init();
+    hak_rcu_register_thread();   /* liburcu maps its reader arena now, not out of memory */
     errno = saved;
     return;
   }

@@ -308,6 +308,7 @@ void hak_retire(hak_retired_t *r, void *base, size_t size);
 bool hak_retire_deferred(hak_retired_t *r, void *base, size_t size);  /* no flush; true: one is due */
 void hak_retire_flush(void);
 void hak_rcu_synchronize(void);   /* a grace period; never inside a read section */
+void hak_rcu_register_thread(void);  /* map liburcu's reader arena now (init) */
 void hak_registry_before_fork(void);
 void hak_registry_after_fork(bool child);
 

@@ -8,12 +8,68 @@
 
 #include "internal.h"
 
+/* ------------------------------------------------------ fault injection */
+
+#ifdef HAKMEM_FAULT_INJECTION
+/* Test builds only (see fault.h).  kinds == 0: off.  The settings change
+ * together only in tests, between phases; relaxed is enough for a counter
+ * and the release/acquire on kinds publishes nth and every. */
+#include "fault.h"
+static _Atomic(unsigned) fault_kinds;
+static _Atomic(long) fault_nth, fault_every, fault_attempts;
+static _Atomic(uint64_t) fault_injected;
+static _Atomic(int) fault_env_read;
+
+void hak_test_fail_mmap(long nth, long every, unsigned kinds)
+{
+  atomic_store_explicit(&fault_env_read, 1, memory_order_relaxed);
+  atomic_store_explicit(&fault_kinds, 0, memory_order_relaxed);
+  atomic_store_explicit(&fault_nth, nth, memory_order_relaxed);
+  atomic_store_explicit(&fault_every, every < 0 ? 0 : every, memory_order_relaxed);
+  atomic_store_explicit(&fault_attempts, 0, memory_order_relaxed);
+  atomic_store_explicit(&fault_kinds, nth > 0 ? kinds : 0, memory_order_release);
+}
+
+uint64_t hak_test_fail_mmap_injected(void)
+{
+  return atomic_load_explicit(&fault_injected, memory_order_relaxed);
+}
+
+static long env_long(const char *name)
+{
+  const char *s = getenv(name);
+  long v = 0;
+  for (; s != NULL && *s >= '0' && *s <= '9'; s++) v = v * 10 + (*s - '0');
+  return v;
+}
+
+/* Should this attempt of kind fail? */
+static bool fault_inject(unsigned kind)
+{
+  if (!atomic_load_explicit(&fault_env_read, memory_order_relaxed) &&
+      !atomic_exchange_explicit(&fault_env_read, 1, memory_order_relaxed)) {
+    long nth = env_long("HAKMEM_FAIL_MMAP"), every = env_long("HAKMEM_FAIL_MMAP_EVERY");
+    if (nth > 0 || every > 0) hak_test_fail_mmap(nth > 0 ? nth : every, every, HAK_FAULT_ALL);
+  }
+  if ((atomic_load_explicit(&fault_kinds, memory_order_acquire) & kind) == 0) return false;
+  long k = atomic_fetch_add_explicit(&fault_attempts, 1, memory_order_relaxed) + 1;
+  long nth = atomic_load_explicit(&fault_nth, memory_order_relaxed);
+  long every = atomic_load_explicit(&fault_every, memory_order_relaxed);
+  if (k < nth || (every > 0 && (k - nth) % every != 0)) return false;
+  atomic_fetch_add_explicit(&fault_injected, 1, memory_order_relaxed);
+  return true;
+}
+#define HAK_FAULT(kind) fault_inject(kind)
+#else
+#define HAK_FAULT(kind) false   /* release: no test, no code */
+#endif
+
 /* Map size bytes aligned to align (a power of two >= page size).  Maps
  * size + align and trims both ends.  errno is preserved on success. */
 void *hak_os_map_aligned(size_t size, size_t align)
 {
   int saved = errno;
-  if (size > SIZE_MAX - align) return NULL;
+  if (size > SIZE_MAX - align || HAK_FAULT(HAK_FAULT_MAP)) return NULL;
   size_t total = size + align;
   void *raw = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) { errno = saved; return NULL; }
@@ -25,10 +81,21 @@ void *hak_os_map_aligned(size_t size, size_t align)
   return (void *)base;
 }
 
+/* munmap fails with ENOMEM when unmapping part of a mapping would split it
+ * past vm.max_map_count (hakmem unmaps 2 MiB pieces of regions the kernel
+ * may have merged): the process is out of mappings, as it is out of memory
+ * when mmap fails, and must go on.  The range is only abandoned then: its
+ * pages are given back (MADV_DONTNEED never splits), its address space
+ * stays mapped and unused (the callers no longer refer to it).  Any other
+ * error is a bad range: a bug, fatal. */
 void hak_os_unmap(void *p, size_t size)
 {
   int saved = errno;
-  if (munmap(p, size) != 0) hak_fatal("munmap failed", p);
+  int rc = HAK_FAULT(HAK_FAULT_UNMAP) ? (errno = ENOMEM, -1) : munmap(p, size);
+  if (rc != 0) {
+    if (errno != ENOMEM) hak_fatal("munmap failed", p);
+    (void)madvise(p, size, MADV_DONTNEED);
+  }
   errno = saved;
 }
 
@@ -70,6 +137,7 @@ void hak_os_protect(void *p, size_t size, bool access)
  * after it must be free).  false if it cannot. */
 bool hak_os_grow_in_place(void *p, size_t old, size_t new)
 {
+  if (new > old && HAK_FAULT(HAK_FAULT_GROW)) return false;
   int saved = errno;
   void *r = mremap(p, old, new, 0);
   errno = saved;
@@ -80,10 +148,15 @@ bool hak_os_grow_in_place(void *p, size_t old, size_t new)
  * remapping page tables (nothing is copied).  The old range stays mapped,
  * reading as zero, so a racing reader of it never faults; the caller
  * unmaps it after a grace period.  false if the kernel cannot (before Linux
- * 5.7, MREMAP_DONTUNMAP does not exist): then nothing moved. */
+ * 5.7, MREMAP_DONTUNMAP does not exist): then nothing moved.
+ * (On failure the kernel may already have unmapped dst -- MREMAP_FIXED
+ * unmaps it first -- but only for an error after its up-front checks, in
+ * practice the kernel's own allocation failing; the caller's munmap of dst
+ * is then a no-op.) */
 bool hak_os_move(void *from, size_t size, void *dst)
 {
 #ifdef MREMAP_DONTUNMAP
+  if (HAK_FAULT(HAK_FAULT_MOVE)) return false;
   int saved = errno;
   void *r = mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, dst);
   errno = saved;

@@ -77,6 +77,16 @@ void hak_rcu_read_lock(void) { urcu_bp_read_lock(); }
 void hak_rcu_read_unlock(void) { urcu_bp_read_unlock(); }
 void hak_rcu_synchronize(void) { urcu_bp_synchronize_rcu(); }
 
+/* Register the calling thread as a reader now.  liburcu-bp registers a
+ * thread at its first read lock, from an arena it maps on first use (room
+ * for 8 threads, then grown by mmap/mremap), and abort()s if that mapping
+ * fails.  Done once at initialisation (memory is there then), the arena
+ * exists before the process can run out, so a later first read lock of up
+ * to 7 more threads -- a free of a large or remote block, which must work
+ * out of memory -- does not map.  (Beyond that liburcu still maps and may
+ * abort: a limit of liburcu-bp.) */
+void hak_rcu_register_thread(void) { urcu_bp_register_thread(); }
+
 /* ------------------------------------------------------------ retire list */
 
 static ck_stack_t retire_stack = CK_STACK_INITIALIZER;
