@@ -96,21 +96,10 @@ echo "server,allocator,run,metric,value" >"$RAW"
 
 # ---- one server process at a time; stopped on any exit
 SPID=
-alive() {   # the process runs (a zombie does not)
-  local st
-  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
-  [[ -n $st && ${st:0:1} != Z ]]
-}
+source "$ROOT/tests/servers/proc_lib.sh"   # proc_alive, proc_kill
 stop_server() {
   [[ -n $SPID ]] || return 0
-  kill -TERM "$SPID" 2>/dev/null || true
-  local i
-  for ((i = 0; i < 100; i++)); do
-    alive "$SPID" || break
-    sleep 0.1
-  done
-  kill -KILL "$SPID" 2>/dev/null || true
-  wait "$SPID" 2>/dev/null || true
+  proc_kill "$SPID"
   SPID=
 }
 trap stop_server EXIT
@@ -128,7 +117,7 @@ start_server() {
     fi
     SPID=$!
     for ((i = 0; i < 150; i++)); do
-      alive "$SPID" || break
+      proc_alive "$SPID" || break
       eval "${ready//@PORT@/$PORT}" >/dev/null 2>&1 && return 0
     done
     stop_server

@@ -79,6 +79,21 @@
  * thread): counted here and printed at once (stderr is unbuffered, so the
  * print allocates nothing, also under the limit). */
 static _Atomic unsigned long thread_failures;
+
+/* The counters now, checked against before: allocs and frees moved by as
+ * much (no block lost or counted twice) and, if live, live_bytes is back
+ * where it was.  Returns the counters read. */
+static hak_stats_t check_balanced(hak_stats_t before, bool live)
+{
+  hak_stats_t after = stats_now();
+  CHECK(after.allocs - before.allocs == after.frees - before.frees,
+        "allocs +%llu, frees +%llu: blocks lost or counted twice",
+        (unsigned long long)(after.allocs - before.allocs), (unsigned long long)(after.frees - before.frees));
+  if (live)
+    CHECK(after.live_bytes == before.live_bytes, "live_bytes %llu, was %llu",
+          (unsigned long long)after.live_bytes, (unsigned long long)before.live_bytes);
+  return after;
+}
 #define TCHECK(cond, ...)                                                \
   do {                                                                   \
     if (!(cond)) {                                                       \
@@ -414,12 +429,7 @@ static void section_threads(int nthreads)
   free(t);
   pthread_barrier_destroy(&bar);
 
-  hak_stats_t after = stats_now();
-  CHECK(after.allocs - before.allocs == after.frees - before.frees,
-        "allocs +%llu, frees +%llu: blocks lost or counted twice",
-        (unsigned long long)(after.allocs - before.allocs), (unsigned long long)(after.frees - before.frees));
-  CHECK(after.live_bytes == before.live_bytes, "live_bytes %llu, was %llu",
-        (unsigned long long)after.live_bytes, (unsigned long long)before.live_bytes);
+  hak_stats_t after = check_balanced(before, true);
   CHECK(after.mapped_bytes < ((uint64_t)1 << 40), "mapped_bytes %llu: the count went below zero",
         (unsigned long long)after.mapped_bytes);
 }
@@ -525,11 +535,7 @@ static void section_realloc(void)
     hak_free(g);
   }
   hak_collect();
-  hak_stats_t after = stats_now();
-  CHECK(after.allocs - before.allocs == after.frees - before.frees, "allocs +%llu, frees +%llu",
-        (unsigned long long)(after.allocs - before.allocs), (unsigned long long)(after.frees - before.frees));
-  CHECK(after.live_bytes == before.live_bytes, "live_bytes %llu, was %llu",
-        (unsigned long long)after.live_bytes, (unsigned long long)before.live_bytes);
+  check_balanced(before, true);
 }
 
 /* --------------------------------------------------- munmap failing */
@@ -565,9 +571,7 @@ static void section_unmap(void)
   void *p = hak_malloc(5 * MiB);
   CHECK(p != NULL, "malloc after munmap failures");
   hak_free(p);
-  hak_stats_t after = stats_now();
-  CHECK(after.allocs - before.allocs == after.frees - before.frees, "allocs +%llu, frees +%llu",
-        (unsigned long long)(after.allocs - before.allocs), (unsigned long long)(after.frees - before.frees));
+  check_balanced(before, false);
 }
 
 /* ------------------------------------------------ first allocation */
@@ -649,11 +653,7 @@ static void section_first(void)
   CHECK(nulls >= FIRST_THREADS && failed >= nulls, "only %u NULLs, %llu mappings failed", nulls,
         (unsigned long long)failed);
   CHECK(atomic_load(&thread_failures) == 0, "%lu failures in the threads", atomic_load(&thread_failures));
-  hak_stats_t after = stats_now();
-  CHECK(after.allocs - before.allocs == after.frees - before.frees, "allocs +%llu, frees +%llu",
-        (unsigned long long)(after.allocs - before.allocs), (unsigned long long)(after.frees - before.frees));
-  CHECK(after.live_bytes == before.live_bytes, "live_bytes %llu, was %llu",
-        (unsigned long long)after.live_bytes, (unsigned long long)before.live_bytes);
+  check_balanced(before, true);
 }
 
 /* ------------------------------------------------ every Nth mapping */
@@ -764,11 +764,7 @@ static void section_every(void)
   CHECK(p != NULL && q != NULL, "malloc after recovery");
   hak_free(p);
   hak_free(q);
-  hak_stats_t after = stats_now();
-  CHECK(after.allocs - before.allocs == after.frees - before.frees, "allocs +%llu, frees +%llu",
-        (unsigned long long)(after.allocs - before.allocs), (unsigned long long)(after.frees - before.frees));
-  CHECK(after.live_bytes == before.live_bytes, "live_bytes %llu, was %llu",
-        (unsigned long long)after.live_bytes, (unsigned long long)before.live_bytes);
+  check_balanced(before, true);
 }
 /* ------------------------------------------------ the environment */
 

@@ -16,6 +16,7 @@
 
 #include "check.h"
 #include "hakmem.h"
+#include "run_self.h"
 
 /* Every HAKMEM_ option the library knows (src/options.c). */
 static const char *const all_options[] = { "HAKMEM_STATS", "HAKMEM_VERBOSE", "HAKMEM_SECURE", "HAKMEM_PURGE_DELAY_MS",
@@ -23,35 +24,18 @@ static const char *const all_options[] = { "HAKMEM_STATS", "HAKMEM_VERBOSE", "HA
                                            "HAKMEM_RETIRE_BATCH", "HAKMEM_LARGE_CACHE_KB" };
 #define N_OPTIONS (sizeof all_options / sizeof *all_options)
 
-/* Run the child with env ("NAME=value" strings, NULL-terminated) on top of
- * an environment without any HAKMEM_ option; its stderr into buf. */
+/* In the child: env ("NAME=value" strings, NULL-terminated) on top of an
+ * environment without any HAKMEM_ option. */
+static void child_env(const void *ctx)
+{
+  for (size_t i = 0; i < N_OPTIONS; i++) unsetenv(all_options[i]);
+  for (const char *const *env = ctx; *env; env++) putenv((char *)*env);
+}
+
+/* Run `unit_options child` with env; its stderr into buf. */
 static int run_child(const char *const *env, char *buf, size_t size)
 {
-  int fds[2];
-  REQUIRE(pipe(fds) == 0, "pipe");
-  pid_t pid = fork();
-  REQUIRE(pid >= 0, "fork");
-  if (pid == 0) {
-    dup2(fds[1], 2);
-    close(fds[0]);
-    close(fds[1]);
-    for (size_t i = 0; i < N_OPTIONS; i++) unsetenv(all_options[i]);
-    for (; *env; env++) putenv((char *)*env);
-    execl("/proc/self/exe", "unit_options", "child", (char *)NULL);
-    _exit(127);
-  }
-  close(fds[1]);
-  size_t n = 0;
-  for (;;) {
-    ssize_t r = read(fds[0], buf + n, size - 1 - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0 || (n += (size_t)r) == size - 1) break;
-  }
-  buf[n] = 0;
-  close(fds[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return run_self("child", child_env, env, buf, size);
 }
 
 static size_t count(const char *text, const char *what)

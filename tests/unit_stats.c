@@ -28,6 +28,7 @@
 
 #include "check.h"
 #include "hakmem.h"
+#include "run_self.h"
 #include "hak_check.h"
 
 #define KiB ((size_t)1024)
@@ -210,37 +211,18 @@ static int scenario(void)
   return 0;  /* the report comes from hakmem's destructor */
 }
 
+/* In the child: HAKMEM_STATS=level (NULL: unset). */
+static void child_env(const void *level)
+{
+  if (level) setenv("HAKMEM_STATS", level, 1);
+  else unsetenv("HAKMEM_STATS");
+}
+
 /* Run `unit_stats scenario` with HAKMEM_STATS=level (NULL: unset); its
  * stderr into buf.  Returns the exit status. */
 static int run_child(const char *level, char *buf, size_t size)
 {
-  int fds[2];
-  REQUIRE(pipe(fds) == 0, "pipe");
-  pid_t pid = fork();
-  REQUIRE(pid >= 0, "fork");
-  if (pid == 0) {
-    dup2(fds[1], 2);
-    close(fds[0]);
-    close(fds[1]);
-    if (level) setenv("HAKMEM_STATS", level, 1);
-    else unsetenv("HAKMEM_STATS");
-    execl("/proc/self/exe", "unit_stats", "scenario", (char *)NULL);
-    _exit(127);
-  }
-  close(fds[1]);
-  size_t n = 0;
-  for (;;) {
-    ssize_t r = read(fds[0], buf + n, size - 1 - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    n += (size_t)r;
-    if (n == size - 1) break;
-  }
-  buf[n] = 0;
-  close(fds[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return run_self("scenario", child_env, level, buf, size);
 }
 
 /* The matrix of a report: column labels and rows. */

@@ -44,10 +44,23 @@ static void *xmalloc(size_t n) {
 /* The program's own data in a block (never the secret pattern). */
 static void touch(void *p, size_t n) { memset(p, 0x11, n); }
 
+/* A new block of n bytes holding the program's data. */
+static char *xblock(size_t n) {
+  char *p = xmalloc(n);
+  touch(p, n);
+  return p;
+}
+
+/* What a program does with the block realloc returned (NULL: nothing). */
+static void use_and_free(char *q, size_t n) {
+  if (q != NULL) { touch(q, n); free(q); }
+}
+
 /* Normal activity after the misuse: blocks of the same size allocated,
  * written and freed twice over, then a few small ones: where an allocator that
- * checks on reuse (free-list pointers, canaries, remote lists) looks. */
-static void carry_on(size_t n) {
+ * checks on reuse (free-list pointers, canaries, remote lists) looks.
+ * Returns MISSED: a program that gets through it noticed nothing. */
+static int carry_on(size_t n) {
   void *b[8];
   int k = n > 256 * KiB ? 2 : 8;
   for (int r = 0; r < 2; r++) {
@@ -55,6 +68,7 @@ static void carry_on(size_t n) {
     for (int i = 0; i < k; i++) free(b[i]);
   }
   for (size_t s = 16; s <= 256; s += 16) free(xmalloc(s));
+  return MISSED;
 }
 
 /* Runs fn(arg) in a new thread, waits for its end, returns its result. */
@@ -66,33 +80,76 @@ static void *in_thread(void *(*fn)(void *), void *arg) {
 }
 static void *t_free(void *p) { free(p); return NULL; }
 static size_t t_n; /* the size the thread helpers below allocate */
-static void *t_malloc(void *arg) { (void)arg; void *p = xmalloc(t_n); touch(p, t_n); return p; }
+static void *t_malloc(void *arg) { (void)arg; return xblock(t_n); }
 static void *t_malloc_free(void *arg) { void *p = t_malloc(arg); free(p); return p; }
-static void *t_secret_free(void *arg) {
-  (void)arg;
-  void *p = xmalloc(t_n);
-  fill_secret(p, t_n);
+
+/* A block of n bytes filled with the secret and freed: the stale pointer. */
+static char *secret_freed(size_t n) {
+  char *p = xmalloc(n);
+  fill_secret(p, n);
   free(p);
-  return NULL;
+  return p;
+}
+static void *t_secret_free(void *arg) { (void)arg; secret_freed(t_n); return NULL; }
+
+/* fn (t_malloc, t_malloc_free, t_secret_free) for a block of n bytes, run in
+ * a thread that then exits. */
+static char *from_thread(void *(*fn)(void *), size_t n) {
+  t_n = n;
+  return in_thread(fn, NULL);
+}
+
+/* ---- stale pointers --------------------------------------------------------- */
+
+/* What a case does through a stale pointer p to a freed block of n bytes
+ * (the table's second parameter of the stale_* cases). */
+enum { STALE_FREE, STALE_FREE_IN_THREAD, STALE_WRITE };
+static void stale_use(char *p, size_t n, size_t how) {
+  switch (how) {
+  case STALE_FREE: free(opaque(p)); break;
+  case STALE_FREE_IN_THREAD: in_thread(t_free, opaque(p)); break;
+  default: memset(opaque(p), 'x', n); break;
+  }
+}
+
+/* The freed block is handed out again (q, most likely p itself), then the
+ * stale pointer is used, then q freed: with STALE_FREE one of the two frees
+ * is a double free whether or not q == p. */
+static int stale_reused(size_t n, size_t how) {
+  char *p = xblock(n);
+  free(p);
+  char *q = xblock(n);
+  stale_use(p, n, how);
+  free(q);
+  return carry_on(n);
+}
+
+/* Another thread frees main's block (a remote free); then the stale pointer
+ * is used. */
+static int stale_cross_thread(size_t n, size_t how) {
+  char *p = xblock(n);
+  in_thread(t_free, p);
+  stale_use(p, n, how);
+  return carry_on(n);
 }
 
 /* ---- double free ------------------------------------------------------------ */
 
-static int df_immediate(size_t n, size_t unused) {
-  (void)unused;
-  char *p = xmalloc(n);
-  touch(p, n);
+static int free_twice(char *p, size_t n) {
   free(p);
   free(opaque(p));
-  carry_on(n);
-  return MISSED;
+  return carry_on(n);
+}
+
+static int df_immediate(size_t n, size_t unused) {
+  (void)unused;
+  return free_twice(xblock(n), n);
 }
 
 /* Other allocations (other sizes, and some of the same) between the frees. */
 static int df_later(size_t n, size_t unused) {
   (void)unused;
-  char *p = xmalloc(n);
-  touch(p, n);
+  char *p = xblock(n);
   void *keep = xmalloc(n);
   free(p);
   void *o[6];
@@ -100,8 +157,7 @@ static int df_later(size_t n, size_t unused) {
   for (int i = 0; i < 6; i++) free(o[i]);
   free(opaque(p));
   free(keep);
-  carry_on(n);
-  return MISSED;
+  return carry_on(n);
 }
 
 /* free(p); free(q); free(p): the classic fastbin "dup". */
@@ -111,133 +167,63 @@ static int df_interleaved(size_t n, size_t unused) {
   free(p);
   free(q);
   free(opaque(p));
-  carry_on(n);
-  return MISSED;
+  return carry_on(n);
 }
 
-/* The freed block is handed out again (q, most likely p itself), then the
- * stale pointer is freed, then q: one of the two frees is a double free
- * whether or not q == p. */
-static int df_reused(size_t n, size_t unused) {
-  (void)unused;
-  char *p = xmalloc(n);
-  touch(p, n);
-  free(p);
-  char *q = xmalloc(n);
-  touch(q, n);
-  free(opaque(p));
-  free(q);
-  carry_on(n);
-  return MISSED;
-}
-
-/* Thread A frees main's block (a remote free), thread B allocates the same
- * size, then main frees its stale pointer and B's block. */
-static int df_thread_reuse(size_t n, size_t unused) {
-  (void)unused;
-  char *p = xmalloc(n);
-  touch(p, n);
+/* Thread A frees p (a remote free), thread B allocates the same size (and
+ * may get p), then main frees its stale p, then B's block.  p is main's
+ * block, or (owner_exited) one that a thread allocated before it exited. */
+static int df_thread_reuse(size_t n, size_t owner_exited) {
+  char *p = owner_exited ? from_thread(t_malloc, n) : xblock(n);
   in_thread(t_free, p);
-  t_n = n;
-  char *q = in_thread(t_malloc, NULL);
+  char *q = from_thread(t_malloc, n);
   free(opaque(p));
   free(q);
-  carry_on(n);
-  return MISSED;
+  return carry_on(n);
 }
 
 /* The allocating thread exited holding the block; main frees it twice. */
 static int df_owner_exited(size_t n, size_t unused) {
   (void)unused;
-  t_n = n;
-  char *p = in_thread(t_malloc, NULL);
-  free(p);
-  free(opaque(p));
-  carry_on(n);
-  return MISSED;
+  return free_twice(from_thread(t_malloc, n), n);
 }
 
 /* The allocating thread freed the block and exited; main frees it again. */
 static int df_owner_exited_freed(size_t n, size_t unused) {
   (void)unused;
-  t_n = n;
-  char *p = in_thread(t_malloc_free, NULL);
+  char *p = from_thread(t_malloc_free, n);
   free(opaque(p));
-  carry_on(n);
-  return MISSED;
-}
-
-/* The owner exited holding p; thread A frees p; thread B allocates the same
- * size (and may get p); main frees the stale p, then B's block. */
-static int df_owner_exited_reuse(size_t n, size_t unused) {
-  (void)unused;
-  t_n = n;
-  char *p = in_thread(t_malloc, NULL);
-  in_thread(t_free, p);
-  char *q = in_thread(t_malloc, NULL);
-  free(opaque(p));
-  free(q);
-  carry_on(n);
-  return MISSED;
-}
-
-/* Another thread frees main's block; main frees it again. */
-static int df_cross_thread(size_t n, size_t unused) {
-  (void)unused;
-  char *p = xmalloc(n);
-  touch(p, n);
-  in_thread(t_free, p);
-  free(opaque(p));
-  carry_on(n);
-  return MISSED;
-}
-
-/* Two other threads free main's block, one after the other. */
-static int df_two_threads(size_t n, size_t unused) {
-  (void)unused;
-  char *p = xmalloc(n);
-  touch(p, n);
-  in_thread(t_free, p);
-  in_thread(t_free, opaque(p));
-  carry_on(n);
-  return MISSED;
+  return carry_on(n);
 }
 
 /* realloc(p, 0) frees p (and returns NULL, in glibc); then free(p). */
 static int df_realloc0(size_t n, size_t unused) {
   (void)unused;
-  char *p = xmalloc(n);
-  touch(p, n);
+  char *p = xblock(n);
   void *r = realloc(p, 0);
   free(r); /* NULL, or a minimum block if this allocator keeps one */
   free(opaque(p));
-  carry_on(n);
-  return MISSED;
+  return carry_on(n);
 }
 
 /* realloc to m, then free(p) and free(q): if the block moved, free(p) is the
  * double free; if it grew in place, free(q) is. */
 static int df_realloc_moved(size_t n, size_t m) {
-  char *p = xmalloc(n);
-  touch(p, n);
+  char *p = xblock(n);
   void *blocker = xmalloc(n); /* keeps p from growing in place */
   char *q = realloc(p, m);
   if (q == NULL) setup_fail("realloc");
   free(opaque(p));
   free(q);
   free(blocker);
-  carry_on(n);
-  return MISSED;
+  return carry_on(n);
 }
 
 static int df_aligned(size_t n, size_t align) {
   void *p;
   if (posix_memalign(&p, align, n) != 0) setup_fail("posix_memalign");
   touch(p, n);
-  free(p);
-  free(opaque(p));
-  carry_on(n);
-  return MISSED;
+  return free_twice(p, n);
 }
 
 /* ---- invalid free ------------------------------------------------------------ */
@@ -246,37 +232,36 @@ static int df_aligned(size_t n, size_t align) {
  * block freed and never frees p (one misuse only). */
 static int if_interior(size_t n, size_t off) {
   if (off == 0) off = n / 2;
-  char *p = xmalloc(n);
-  touch(p, n);
+  char *p = xblock(n);
   free(opaque(p + off));
-  carry_on(n);
-  return MISSED;
+  return carry_on(n);
+}
+
+/* free of p, a pointer into memory that malloc never handed out (stack,
+ * static, literal, the program's own mapping), then small blocks. */
+static int free_foreign(const char *p) {
+  free(opaque(p));
+  return carry_on(64);
 }
 
 static int if_stack(size_t unused, size_t unused2) {
   (void)unused, (void)unused2;
   char buf[128];
   touch(buf, sizeof buf);
-  free(opaque(buf + 16));
-  carry_on(64);
-  return MISSED;
+  return free_foreign(buf + 16);
 }
 
 static char hak_global_buf[4096];
 static int if_global(size_t unused, size_t unused2) {
   (void)unused, (void)unused2;
   touch(hak_global_buf, sizeof hak_global_buf);
-  free(opaque(hak_global_buf + 1024));
-  carry_on(64);
-  return MISSED;
+  return free_foreign(hak_global_buf + 1024);
 }
 
 static int if_literal(size_t unused, size_t unused2) {
   (void)unused, (void)unused2;
   const char *name = "default-name"; /* a string a program forgot to strdup */
-  free(opaque((void *)name));
-  carry_on(64);
-  return MISSED;
+  return free_foreign(name);
 }
 
 /* free of memory the program mapped itself, at an offset (0: page start) from
@@ -287,8 +272,7 @@ static int if_mmap(size_t n, size_t aligned) {
   if (m == MAP_FAILED) setup_fail("mmap");
   char *p = aligned ? (char *)(((uintptr_t)m + 2 * MiB - 1) & ~(uintptr_t)(2 * MiB - 1)) : m + 4096;
   touch(p, n);
-  free(opaque(p));
-  carry_on(64);
+  free_foreign(p);
   munmap(m, len);
   return MISSED;
 }
@@ -296,8 +280,7 @@ static int if_mmap(size_t n, size_t aligned) {
 /* free of an address where nothing was ever allocated, off bytes past the
  * program's first small block: a block-start-looking address in the heap. */
 static int if_never_allocated(size_t n, size_t off) {
-  char *p = xmalloc(n);
-  touch(p, n);
+  char *p = xblock(n);
   free(opaque(p + off));
   carry_on(n);
   free(p);
@@ -308,50 +291,35 @@ static int if_never_allocated(size_t n, size_t off) {
 static int if_usable_size(size_t n, size_t off) {
   char buf[128];
   touch(buf, sizeof buf);
-  char *p = n ? xmalloc(n) : buf + 16;
-  if (n) touch(p, n);
+  char *p = n ? xblock(n) : buf + 16;
   size_t u = malloc_usable_size(opaque(p + off));
   printf("malloc_usable_size returned %zu\n", u);
-  carry_on(64);
-  return MISSED;
+  return carry_on(64);
 }
 
 /* ---- overflow and underflow ------------------------------------------------- */
 
-/* Four blocks of size n; the second gets n + over bytes written (a copy that
- * is 'over' bytes too long), then the program frees it, frees its neighbours,
- * and goes on.  warm: a large block of size n was allocated and freed before
- * (a program handling its second large request). */
-static int do_overflow(size_t n, size_t over, int warm) {
-  if (warm) { void *w = xmalloc(n); touch(w, n); free(w); }
+/* Four blocks of size n; the second gets k bytes written just past its end
+ * (a copy of n + k bytes: overflow) or just before its start (underflow),
+ * then the program frees it, frees its neighbours, and goes on.  warm: a
+ * large block of size n was allocated and freed before (a program handling
+ * its second large request). */
+static int bad_write(size_t n, size_t k, int under, int warm) {
+  if (warm) free(xblock(n));
   char *b[4];
-  for (int i = 0; i < 4; i++) { b[i] = xmalloc(n); touch(b[i], n); }
-  memset(b[1], 'x', n + over); /* the bug */
+  for (int i = 0; i < 4; i++) b[i] = xblock(n);
+  if (under) memset(b[1] - k, 'x', k); /* the bug */
+  else memset(b[1], 'x', n + k);       /* the bug */
   free(b[1]);
   free(b[0]);
   free(b[2]);
   free(b[3]);
-  carry_on(n);
-  return MISSED;
+  return carry_on(n);
 }
-static int ov(size_t n, size_t over) { return do_overflow(n, over, 0); }
-static int ov_warm(size_t n, size_t over) { return do_overflow(n, over, 1); }
-
-/* The same with 'under' bytes written just before the second block. */
-static int do_underflow(size_t n, size_t under, int warm) {
-  if (warm) { void *w = xmalloc(n); touch(w, n); free(w); }
-  char *b[4];
-  for (int i = 0; i < 4; i++) { b[i] = xmalloc(n); touch(b[i], n); }
-  memset(b[1] - under, 'x', under); /* the bug */
-  free(b[1]);
-  free(b[0]);
-  free(b[2]);
-  free(b[3]);
-  carry_on(n);
-  return MISSED;
-}
-static int un(size_t n, size_t under) { return do_underflow(n, under, 0); }
-static int un_warm(size_t n, size_t under) { return do_underflow(n, under, 1); }
+static int ov(size_t n, size_t over) { return bad_write(n, over, 0, 0); }
+static int ov_warm(size_t n, size_t over) { return bad_write(n, over, 0, 1); }
+static int un(size_t n, size_t under) { return bad_write(n, under, 1, 0); }
+static int un_warm(size_t n, size_t under) { return bad_write(n, under, 1, 1); }
 
 /* ---- write after free --------------------------------------------------------- */
 
@@ -360,8 +328,7 @@ static int un_warm(size_t n, size_t under) { return do_underflow(n, under, 1); }
 /* Writes into a freed block (all of it, or one 8-byte field at offset
  * 'field'), then goes on allocating the same size. */
 static int waf(size_t n, size_t field) {
-  char *p = xmalloc(n);
-  touch(p, n);
+  char *p = xblock(n);
   void *keep = xmalloc(n);
   free(p);
   char *s = opaque(p);
@@ -372,40 +339,13 @@ static int waf(size_t n, size_t field) {
   return MISSED;
 }
 
-/* The same when the freed block has been handed out again first. */
-static int waf_reused(size_t n, size_t unused) {
-  (void)unused;
-  char *p = xmalloc(n);
-  touch(p, n);
-  free(p);
-  char *q = xmalloc(n);
-  touch(q, n);
-  memset(opaque(p), 'x', n);
-  free(q);
-  carry_on(n);
-  return MISSED;
-}
-
-/* Another thread freed the block; main writes into it. */
-static int waf_cross_thread(size_t n, size_t unused) {
-  (void)unused;
-  char *p = xmalloc(n);
-  touch(p, n);
-  in_thread(t_free, p);
-  memset(opaque(p), 'x', n);
-  carry_on(n);
-  return MISSED;
-}
-
 /* ---- read after free, leaked contents ------------------------------------- */
 
 /* Fills a block with the secret, frees it, reads it back: a fault, or no
  * secret left, is HANDLED; the secret still readable is LEAKED.  'later':
  * small allocations happen between the free and the read. */
 static int raf(size_t n, size_t later) {
-  char *p = xmalloc(n);
-  fill_secret(p, n);
-  free(p);
+  char *p = secret_freed(n);
   if (later) for (size_t s = 16; s <= 4096; s *= 2) free(xmalloc(s));
   return secret_verdict(opaque(p), n, "the freed block");
 }
@@ -413,9 +353,7 @@ static int raf(size_t n, size_t later) {
 /* A block of size n filled with the secret and freed; is the secret in a new
  * block of size m? */
 static int leak(size_t n, size_t m) {
-  char *p = xmalloc(n);
-  fill_secret(p, n);
-  free(p);
+  secret_freed(n);
   char *q = xmalloc(m);
   return secret_verdict(q, m, "a new block");
 }
@@ -441,8 +379,7 @@ static int leak_repeat(size_t n, size_t rounds) {
 /* A thread fills a block with the secret, frees it and exits; main allocates. */
 static int leak_cross_thread(size_t n, size_t unused) {
   (void)unused;
-  t_n = n;
-  in_thread(t_secret_free, NULL);
+  from_thread(t_secret_free, n);
   char *q = xmalloc(n);
   return secret_verdict(q, n, "a new block");
 }
@@ -450,9 +387,7 @@ static int leak_cross_thread(size_t n, size_t unused) {
 /* calloc must zero a block even when it recycles one that held the secret. */
 static int leak_calloc(size_t n, size_t unused) {
   (void)unused;
-  char *p = xmalloc(n);
-  fill_secret(p, n);
-  free(p);
+  secret_freed(n);
   unsigned char *q = calloc(1, n);
   if (q == NULL) setup_fail("calloc");
   size_t nonzero = 0;
@@ -468,32 +403,24 @@ static int leak_calloc(size_t n, size_t unused) {
 /* ---- realloc and size contracts --------------------------------------------- */
 
 static int re_freed(size_t n, size_t m) {
-  char *p = xmalloc(n);
-  touch(p, n);
+  char *p = xblock(n);
   free(p);
-  char *q = realloc(opaque(p), m);
-  if (q != NULL) { touch(q, m); free(q); }
-  carry_on(n);
-  return MISSED;
+  use_and_free(realloc(opaque(p), m), m);
+  return carry_on(n);
 }
 
 static int re_interior(size_t n, size_t off) {
-  char *p = xmalloc(n);
-  touch(p, n);
-  char *q = realloc(opaque(p + off), 2 * n);
-  if (q != NULL) { touch(q, 2 * n); free(q); }
-  carry_on(n);
-  return MISSED;
+  char *p = xblock(n);
+  use_and_free(realloc(opaque(p + off), 2 * n), 2 * n);
+  return carry_on(n);
 }
 
 static int re_stack(size_t unused, size_t unused2) {
   (void)unused, (void)unused2;
   char buf[128];
   touch(buf, sizeof buf);
-  char *q = realloc(opaque(buf), 256);
-  if (q != NULL) { touch(q, 256); free(q); }
-  carry_on(64);
-  return MISSED;
+  use_and_free(realloc(opaque(buf), 256), 256);
+  return carry_on(64);
 }
 
 /* A result that must be NULL (errno should then be want: reported, but the
@@ -509,8 +436,7 @@ static int expect_null(const char *call, void *r, int want) {
 }
 
 static int re_huge(size_t n, size_t m) {
-  char *p = xmalloc(n);
-  touch(p, n);
+  char *p = xblock(n);
   errno = 0;
   void *r = realloc(p, m);
   int v = expect_null("realloc(p, huge)", r, ENOMEM);
@@ -529,8 +455,7 @@ static int calloc_overflow(size_t nmemb, size_t size) {
 }
 
 static int reallocarray_overflow(size_t nmemb, size_t size) {
-  char *p = xmalloc(64);
-  touch(p, 64);
+  char *p = xblock(64);
   errno = 0;
   void *r = reallocarray(p, nmemb, size);
   int v = expect_null("reallocarray(overflowing product)", r, ENOMEM);
@@ -577,17 +502,17 @@ static const struct hak_case hak_cases[] = {
   {"double_free_medium_later", "double_free", df_later, 64 * KiB, 0, "free, other allocations, free again, 64 KiB"},
   {"double_free_large_later", "double_free", df_later, 2 * MiB, 0, "free, other allocations, free again, 2 MiB"},
   {"double_free_small_interleaved", "double_free", df_interleaved, 32, 0, "free(p) free(q) free(p), 32 B"},
-  {"double_free_small_reused", "double_free", df_reused, 40, 0, "free, block handed out again, stale free, 40 B"},
-  {"double_free_large_reused", "double_free", df_reused, 1 * MiB, 0, "free, block handed out again, stale free, 1 MiB"},
+  {"double_free_small_reused", "double_free", stale_reused, 40, STALE_FREE, "free, block handed out again, stale free, 40 B"},
+  {"double_free_large_reused", "double_free", stale_reused, 1 * MiB, STALE_FREE, "free, block handed out again, stale free, 1 MiB"},
   {"double_free_small_thread_reuse", "double_free", df_thread_reuse, 40, 0, "thread A frees, thread B allocates, stale free, 40 B"},
   {"double_free_small_owner_exited", "double_free", df_owner_exited, 40, 0, "owner thread exited, freed twice, 40 B"},
   {"double_free_small_owner_exited_freed", "double_free", df_owner_exited_freed, 40, 0, "owner freed and exited, freed again, 40 B"},
-  {"double_free_small_owner_exited_reuse", "double_free", df_owner_exited_reuse, 40, 0, "owner exited, A frees, B allocates, stale free, 40 B"},
+  {"double_free_small_owner_exited_reuse", "double_free", df_thread_reuse, 40, 1, "owner exited, A frees, B allocates, stale free, 40 B"},
   {"double_free_medium_owner_exited", "double_free", df_owner_exited, 100 * KiB, 0, "owner thread exited, freed twice, 100 KiB"},
-  {"double_free_small_cross_thread", "double_free", df_cross_thread, 40, 0, "another thread frees, owner frees, 40 B"},
-  {"double_free_small_two_threads", "double_free", df_two_threads, 40, 0, "two other threads free, 40 B"},
-  {"double_free_medium_cross_thread", "double_free", df_cross_thread, 100 * KiB, 0, "another thread frees, owner frees, 100 KiB"},
-  {"double_free_large_cross_thread", "double_free", df_cross_thread, 1 * MiB, 0, "another thread frees, owner frees, 1 MiB"},
+  {"double_free_small_cross_thread", "double_free", stale_cross_thread, 40, STALE_FREE, "another thread frees, owner frees, 40 B"},
+  {"double_free_small_two_threads", "double_free", stale_cross_thread, 40, STALE_FREE_IN_THREAD, "two other threads free, 40 B"},
+  {"double_free_medium_cross_thread", "double_free", stale_cross_thread, 100 * KiB, STALE_FREE, "another thread frees, owner frees, 100 KiB"},
+  {"double_free_large_cross_thread", "double_free", stale_cross_thread, 1 * MiB, STALE_FREE, "another thread frees, owner frees, 1 MiB"},
   {"double_free_realloc0", "double_free", df_realloc0, 40, 0, "realloc(p, 0) then free(p), 40 B"},
   {"double_free_realloc_moved", "double_free", df_realloc_moved, 40, 4 * KiB, "realloc 40 B -> 4 KiB, free old and new pointer"},
   {"double_free_large_realloc_moved", "double_free", df_realloc_moved, 1 * MiB, 8 * MiB, "realloc 1 -> 8 MiB, free old and new pointer"},
@@ -662,9 +587,9 @@ static const struct hak_case hak_cases[] = {
   {"write_after_free_large", "write_after_free", waf, 1 * MiB, WHOLE, "whole 1 MiB block written after free"},
   {"write_after_free_large_field", "write_after_free", waf, 1 * MiB, 64 * KiB, "8 B at offset 64 KiB of a 1 MiB block written after free"},
   {"write_after_free_large_16m", "write_after_free", waf, 16 * MiB, WHOLE, "whole 16 MiB block written after free"},
-  {"write_after_free_small_reused", "write_after_free", waf_reused, 40, 0, "40 B block written through a stale pointer after reuse"},
-  {"write_after_free_large_reused", "write_after_free", waf_reused, 1 * MiB, 0, "1 MiB block written through a stale pointer after reuse"},
-  {"write_after_free_small_cross_thread", "write_after_free", waf_cross_thread, 40, 0, "another thread frees, owner writes, 40 B"},
+  {"write_after_free_small_reused", "write_after_free", stale_reused, 40, STALE_WRITE, "40 B block written through a stale pointer after reuse"},
+  {"write_after_free_large_reused", "write_after_free", stale_reused, 1 * MiB, STALE_WRITE, "1 MiB block written through a stale pointer after reuse"},
+  {"write_after_free_small_cross_thread", "write_after_free", stale_cross_thread, 40, STALE_WRITE, "another thread frees, owner writes, 40 B"},
 
   /* read after free: the freed block's secret must not be readable */
   {"read_after_free_large", "read_after_free", raf, 1 * MiB, 0, "secret of a freed 1 MiB block read back"},

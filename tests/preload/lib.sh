@@ -3,6 +3,11 @@
 #   hk_init LIB          check LIB, make a scratch dir $HK_TMP (removed at exit)
 #   hk_plain CMD...      run CMD without any preload
 #   hk_preload CMD...    run CMD with LD_PRELOAD=LIB HAKMEM_STATS=1
+#   hk_run_ok NAME WHY CMD...
+#                        hk_preload CMD: stdout in $HK_TMP/out (and shown),
+#                        stderr in $HK_TMP/err (shown without the statistics
+#                        lines); fail if it died of a signal ("NAME died of
+#                        signal N WHY") or exited with a status other than 0
 #   hk_check_stats ERR MIN_ALLOCS WHAT
 #                        ERR holds the stderr of an hk_preload run: it must have
 #                        a "hakmem:" line whose allocs= is at least MIN_ALLOCS
@@ -40,6 +45,16 @@ hk_need() {
 hk_plain() { env -u LD_PRELOAD -u HAKMEM_STATS "$@"; }
 
 hk_preload() { env LD_PRELOAD="$HK_LIB" HAKMEM_STATS=1 "$@"; }
+
+hk_run_ok() {
+  local name=$1 why=$2 rc=0
+  shift 2
+  hk_preload "$@" > "$HK_TMP/out" 2> "$HK_TMP/err" || rc=$?
+  cat "$HK_TMP/out"
+  hk_strip_stats "$HK_TMP/err" >&2
+  (( rc <= 128 )) || hk_fail "$name died of signal $((rc - 128))${why:+ $why}"
+  (( rc == 0 )) || hk_fail "$name exited with status $rc"
+}
 
 # Prints the largest value of FIELD= over the "hakmem:" lines of a file.
 hk_stat_max() {

@@ -10,11 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 hk_init "$1"
 prog=$2
 
-rc=0
-hk_preload "$prog" "$HK_LIB" > "$HK_TMP/out" 2> "$HK_TMP/err" || rc=$?
-cat "$HK_TMP/out"
-hk_strip_stats "$HK_TMP/err" >&2
-(( rc == 0 )) || hk_fail "preload_entry_points exited with status $rc"
+hk_run_ok preload_entry_points "" "$prog" "$HK_LIB"
 
 expected=$(sed -n 's/^expected_allocs=//p' "$HK_TMP/out")
 [[ -n "$expected" ]] || hk_fail "the program did not print expected_allocs"

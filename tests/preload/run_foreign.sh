@@ -7,14 +7,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 hk_init "$1"
 prog=$2
 
-rc=0
-hk_preload "$prog" > "$HK_TMP/out" 2> "$HK_TMP/err" || rc=$?
-cat "$HK_TMP/out"
-hk_strip_stats "$HK_TMP/err" >&2
-if (( rc > 128 )); then
-  hk_fail "preload_foreign died of signal $((rc - 128)) on a foreign pointer"
-fi
-(( rc == 0 )) || hk_fail "preload_foreign exited with status $rc"
+hk_run_ok preload_foreign "on a foreign pointer" "$prog"
 
 # 5000 mallocs + 5000 strdups and more went to hakmem.
 hk_check_stats "$HK_TMP/err" 10000 "foreign-pointer program"

@@ -25,24 +25,11 @@ SRV_RC=
 SRV_PORT=
 HK_PY=${HK_PY:-python3}
 
-# srv_alive PID: the process runs (an exited child stays a zombie until it is
-# waited for, and kill -0 succeeds on a zombie).
-srv_alive() {
-  local st
-  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
-  [[ -n $st && ${st:0:1} != Z ]]
-}
+source "$(dirname "${BASH_SOURCE[0]}")/proc_lib.sh"   # proc_alive, proc_kill
 
 srv_cleanup() {
-  if [[ -n $SRV_PID ]] && srv_alive "$SRV_PID"; then
-    kill -TERM "$SRV_PID" 2>/dev/null || true
-    local i
-    for ((i = 0; i < 100; i++)); do
-      srv_alive "$SRV_PID" || break
-      sleep 0.1
-    done
-    kill -KILL "$SRV_PID" 2>/dev/null || true
-    wait "$SRV_PID" 2>/dev/null || true
+  if [[ -n $SRV_PID ]] && proc_alive "$SRV_PID"; then
+    proc_kill "$SRV_PID"
   fi
   rm -rf "$HK_TMP"
 }
@@ -77,13 +64,13 @@ srv_start() {
     # Up to 30 s for the server to answer (a loaded machine is slow to start
     # a preloaded process); the readiness command itself polls.
     for ((i = 0; i < 150; i++)); do
-      srv_alive "$SRV_PID" || break
+      proc_alive "$SRV_PID" || break
       if eval "$ready_cmd" >/dev/null 2>&1; then
         hk_note "$name: pid $SRV_PID on 127.0.0.1:$SRV_PORT"
         return 0
       fi
     done
-    if srv_alive "$SRV_PID"; then
+    if proc_alive "$SRV_PID"; then
       hk_fail "$name (pid $SRV_PID) does not answer on port $SRV_PORT"
     fi
     wait "$SRV_PID" 2>/dev/null || true
@@ -102,10 +89,10 @@ srv_stop() {
   local i
   kill -TERM "$SRV_PID"
   for ((i = 0; i < 300; i++)); do      # up to 30 s to shut down
-    srv_alive "$SRV_PID" || break
+    proc_alive "$SRV_PID" || break
     sleep 0.1
   done
-  srv_alive "$SRV_PID" && hk_fail "server (pid $SRV_PID) still running 30 s after SIGTERM"
+  proc_alive "$SRV_PID" && hk_fail "server (pid $SRV_PID) still running 30 s after SIGTERM"
   SRV_RC=0
   wait "$SRV_PID" || SRV_RC=$?
   SRV_PID=
