@@ -244,8 +244,11 @@ int main(int argc, char **argv)
     if (cfg.inflight < 1) cfg.inflight = 1;
     if (cfg.keep < 1) cfg.keep = 1;
     /* The large cache may hold 16 freed mappings as address space; a grown
-     * block's mapping is up to 1.25 x twice the largest block, 2 MiB rounded. */
+     * block's mapping is up to 1.25 x twice the largest block, 2 MiB rounded.
+     * Every large mapping, cached or live, also ends with a 2 MiB PROT_NONE
+     * guard region (address space, never committed: src/large.c). */
     cfg.c.mapped_slack_mib += 16 * (int)((5 * max_block() / 2 + 4 * ST_MIB) / ST_MIB);
+    cfg.c.mapped_slack_mib += 2 * (16 + cfg.c.threads * (cfg.inflight + cfg.keep));
 
     unsigned T = (unsigned)cfg.c.threads;
     rings = st_xcalloc(T, sizeof *rings);
