@@ -41,6 +41,10 @@ if [[ -z "$(ls -A "$corpus")" ]]; then
   printf '\x00\x09\xc3\x00\x20\x0c\x00\xe1\x00\x0a\xc4\x00\x30\x03\x09\xa8\x0c\x00\x00\x00\x0b\xc4\x00\x30' >"$corpus/seed-faults"
 fi
 
+# Inputs that once crashed (fuzz/regress/, named after the bug) run first.
+echo "== fuzz: replay fuzz/regress/"
+"$build/fuzz/fuzz_api" -rss_limit_mb=4096 -timeout=60 "$repo"/fuzz/regress/* >"$build/regress.log" 2>&1 ||
+  { tail -n 30 "$build/regress.log"; echo "fuzz.sh: a regression input crashes again" >&2; exit 1; }
 echo "== fuzz: run ${secs} s (corpus $corpus)"
 # -max_len: a program of a few hundred operations, reached soon (-len_control
 # below the default 100); -rss_limit_mb: live blocks

@@ -294,11 +294,10 @@ static hak_large_t *large_grow_mapping(hak_large_t *l, size_t map_size)
     hak_os_unmap(n, map_size);
     return NULL;
   }
-  if (old_end > run && !hak_os_move((char *)l + run, old_end - run, (char *)n + run)) {
-    if (!hak_os_move(n, run, l)) hak_fatal("realloc(): cannot move a large block's first pages back", l);
-    hak_os_unmap(n, map_size);
-    return NULL;
-  }
+  /* The kernel may refuse the second run (it moved the first): copy it
+   * then, so nothing has to be moved back (which could fail too). */
+  if (old_end > run && !hak_os_move((char *)l + run, old_end - run, (char *)n + run))
+    memcpy((char *)n + run, (char *)l + run, old_end - run);
   hak_gcount(&hak_gstats.mapped_bytes, map_size);
   /* From here on l reads as zero: only n is used. */
   n->map_base = n;
