@@ -23,8 +23,8 @@ static HAK_NOINLINE void *malloc_large(size_t n)
 /* Sizes above 1 KiB: a computed size class, or a large block. */
 static HAK_NOINLINE void *malloc_medium(size_t n)
 {
-  hak_init();  /* the process's first malloc comes here: the fast limit starts at 0 */
-  if (HAK_UNLIKELY(hak_opt.secure)) return hak_secure_alloc(hak_tls_heap, n, HAK_MIN_ALIGN, false);
+  /* The process's first malloc comes here too (the fast limit starts at 0). */
+  if (HAK_UNLIKELY(hak_secure_mode())) return hak_secure_alloc(hak_tls_heap, n, HAK_MIN_ALIGN, false);
   if (HAK_LIKELY(n <= HAK_SMALL_MAX)) return hak_heap_alloc(hak_tls_heap, hak_size_class(n));
   return malloc_large(n);
 }
@@ -254,8 +254,7 @@ void *hak_calloc(size_t n, size_t size)
     }
     return hak_large_alloc(hak_tls_heap, total, HAK_MIN_ALIGN, true, false);  /* zeroes only if reused */
   }
-  hak_init();  /* options first: secure mode decides the block's layout */
-  if (HAK_UNLIKELY(hak_opt.secure)) return hak_secure_alloc(hak_tls_heap, total, HAK_MIN_ALIGN, true);
+  if (HAK_UNLIKELY(hak_secure_mode())) return hak_secure_alloc(hak_tls_heap, total, HAK_MIN_ALIGN, true);
   void *p = hak_heap_alloc(hak_tls_heap, hak_size_class(total));
   if (p != NULL) memset(p, 0, total);
   return p;
@@ -273,8 +272,7 @@ static void *alloc_aligned(size_t align, size_t n)
     errno = ENOMEM;
     return NULL;
   }
-  hak_init();  /* options first: secure mode decides the block's layout */
-  if (HAK_UNLIKELY(hak_opt.secure)) return hak_secure_alloc(hak_tls_heap, n, align, false);
+  if (HAK_UNLIKELY(hak_secure_mode())) return hak_secure_alloc(hak_tls_heap, n, align, false);
   int c = hak_size_class_aligned(n, align);
   if (c >= 0) return hak_heap_alloc(hak_tls_heap, (size_t)c);
   return hak_large_alloc(hak_tls_heap, n, align, false, false);

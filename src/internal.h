@@ -639,4 +639,14 @@ static inline void hak_init(void)
   if (HAK_UNLIKELY(atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2)) hak_init_slow();
 }
 
+/* Is secure mode in force (secure.c)?  hak_secure_fast_limit is 0 before
+ * initialisation and in secure mode, so outside secure mode, once
+ * initialised, one load answers; otherwise initialise and ask. */
+static inline bool hak_secure_mode(void)
+{
+  if (HAK_LIKELY(hak_secure_fast_limit != 0)) return false;
+  hak_init();
+  return hak_opt.secure;
+}
+
 #endif /* HAKMEM_INTERNAL_H */

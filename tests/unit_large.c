@@ -535,13 +535,15 @@ static void after_misuse(void) {
   _exit(0);
 }
 
-static void misuse_double_free(void) {
-  char *p = hak_malloc(5 * MiB);
-  memset(p, 1, 5 * MiB);
+/* Write the first touch bytes of p, free it twice, then carry on. */
+static void free_twice(char *p, size_t touch) {
+  memset(p, 1, touch);
   hak_free(p);
   hak_free(p);
   after_misuse();
 }
+
+static void misuse_double_free(void) { free_twice(hak_malloc(5 * MiB), 5 * MiB); }
 
 static void misuse_double_free_reused(void) {
   char *a = hak_malloc(5 * MiB);
@@ -554,13 +556,7 @@ static void misuse_double_free_reused(void) {
   after_misuse();
 }
 
-static void misuse_double_free_aligned(void) {
-  char *p = hak_aligned_alloc(4 * MiB, 3 * MiB);
-  memset(p, 1, 3 * MiB);
-  hak_free(p);
-  hak_free(p);
-  after_misuse();
-}
+static void misuse_double_free_aligned(void) { free_twice(hak_aligned_alloc(4 * MiB, 3 * MiB), 3 * MiB); }
 
 static void misuse_interior(void) {
   char *p = hak_malloc(5 * MiB);
@@ -578,13 +574,8 @@ static void misuse_underflow(void) {
   after_misuse();
 }
 
-static void misuse_double_free_huge(void) {
-  char *p = hak_malloc(100 * MiB); /* over HAKMEM_LARGE_CACHE_KB (64 MiB by default) */
-  memset(p, 1, 4096);
-  hak_free(p);
-  hak_free(p);
-  after_misuse();
-}
+/* 100 MiB: over HAKMEM_LARGE_CACHE_KB (64 MiB by default). */
+static void misuse_double_free_huge(void) { free_twice(hak_malloc(100 * MiB), 4096); }
 
 static void misuse_double_free_retired(void) {
   char *p[16];
@@ -595,9 +586,7 @@ static void misuse_double_free_retired(void) {
   char *big = hak_malloc(40 * MiB);
   memset(big, 1, 4096);
   for (int i = 0; i < 16; i++) hak_free(p[i]); /* the 16 cache slots fill */
-  hak_free(big);                               /* no slot left: an older one is evicted */
-  hak_free(big);
-  after_misuse();
+  free_twice(big, 0);                          /* no slot left: an older one is evicted */
 }
 
 
