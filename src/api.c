@@ -20,7 +20,13 @@ static HAK_NOINLINE void *malloc_large(size_t n)
   return hak_large_alloc(hak_tls_heap, n, HAK_MIN_ALIGN, false, false);
 }
 
-/* Sizes above 1 KiB: a computed size class, or a large block. */
+/* hak_malloc's fast path serves n below it: 1025 once initialised, 0 before
+ * (the first malloc initialises), in secure mode and with statistics
+ * (internal.h, hak_fast_on). */
+size_t hak_fast_limit = 0;
+
+/* Sizes above 1 KiB, and every size while the fast paths are off: a size
+ * class (counted), a secure block, or a large block. */
 static HAK_NOINLINE void *malloc_medium(size_t n)
 {
   /* The process's first malloc comes here too (the fast limit starts at 0). */
@@ -29,12 +35,11 @@ static HAK_NOINLINE void *malloc_medium(size_t n)
   return malloc_large(n);
 }
 
-/* Most allocations are small: one compare and a table lookup to the class.
- * (The limit is 0 until initialisation and in secure mode: such calls take
- * malloc_medium.) */
+/* Most allocations are small: one compare and a table lookup to the class,
+ * then the pop. */
 void *hak_malloc(size_t n)
 {
-  if (HAK_LIKELY(n < hak_secure_fast_limit)) return hak_heap_alloc(hak_tls_heap, hak_class_small[(n + 15) >> 4]);
+  if (HAK_LIKELY(n < hak_fast_limit)) return hak_heap_pop(hak_tls_heap, hak_class_small[(n + 15) >> 4]);
   return malloc_medium(n);
 }
 
@@ -93,21 +98,37 @@ static void free_remote(hak_heap_t *h, void *p)
   hak_remote_free(ss, s, (hak_block_t *)p);
 }
 
-/* Secure mode: a block of a SuperSlab this heap owns (free_tag never
- * matched).  The checks of hak_heap_free_local first: only a block start
- * that is not free may be read. */
-static void free_local_secure(hak_heap_t *h, void *p)
+/* A block of a SuperSlab this heap owns, with the fast paths off (secure
+ * mode, statistics): hak_heap_free_local's checks first (only a block start
+ * that is not free may be read), then the secure checks and the count. */
+static void free_local_checked(hak_heap_t *h, void *p)
 {
   hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
   if (!hak_slab_is_block(s, p, s->capacity) || hak_block_is_free((hak_block_t *)p)) hak_free_invalid(p, true);
-  hak_secure_free(s, p, true);
+  if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, true);
+  hak_count(&h->stats.frees[s->cls], 1);
   hak_heap_free_local(h, p);
 }
 
-static HAK_NOINLINE void free_other(hak_heap_t *h, void *p, uintptr_t tag)
+/* A block of a SuperSlab this heap owns (the registry said so) that
+ * owned[] did not prove.  With the fast paths on, its SuperSlab takes the
+ * slot (evicting another owned one, which the registry still finds), so
+ * the next free into it is fast again. */
+static void free_local(hak_heap_t *h, void *p)
 {
+  if (HAK_UNLIKELY(!hak_fast_on())) {
+    free_local_checked(h, p);
+    return;
+  }
+  h->owned[hak_owned_key(p) % HAK_OWNED_SLOTS] = hak_owned_key(p);
+  hak_heap_free_local(h, p);
+}
+
+static HAK_NOINLINE void free_other(hak_heap_t *h, void *p)
+{
+  uintptr_t tag = hak_map_get(p);
+  if (tag == h->tag) { free_local(h, p); return; }
   if (tag == 0) { free_foreign(h, p); return; }
-  if (HAK_UNLIKELY(hak_opt.secure) && tag == h->tag) { free_local_secure(h, p); return; }
   if (HAK_UNLIKELY(h->state == HAK_HEAP_EMPTY)) h = hak_heap_thread_get(h);
   hak_rcu_read_lock();
   tag = hak_map_get(p);
@@ -128,15 +149,17 @@ static HAK_NOINLINE void free_other(hak_heap_t *h, void *p, uintptr_t tag)
   free_foreign(h, p);  /* the region left the registry meanwhile */
 }
 
+/* The fast path: a block of one of the SuperSlabs owned[] proves this
+ * heap's needs no registry lookup (only this thread can release them). */
 void hak_free(void *p)
 {
   hak_heap_t *h = hak_tls_heap;
-  uintptr_t tag = hak_map_get(p);
-  if (HAK_LIKELY(tag == h->free_tag)) {
+  uintptr_t k = hak_owned_key(p);
+  if (HAK_LIKELY(h->owned[k % HAK_OWNED_SLOTS] == k)) {
     hak_heap_free_local(h, p);
     return;
   }
-  free_other(h, p, tag);
+  free_other(h, p);
 }
 
 void hak_free_sized(void *p, size_t size) { (void)size; hak_free(p); }

@@ -1,6 +1,6 @@
 /* The thread heap: creation, refill (the malloc slow path), local-free
  * bookkeeping, adoption of abandoned SuperSlabs, and abandonment at thread
- * exit.  The fast paths are hak_heap_alloc / hak_heap_free_local in
+ * exit.  The fast paths are hak_heap_pop / hak_heap_free_local in
  * internal.h. */
 #include <errno.h>
 #include <pthread.h>
@@ -9,11 +9,12 @@
 #include "internal.h"
 
 #define EMPTY_CUR { [0 ... HAK_NUM_CLASSES - 1] = &hak_slab_empty }
+#define NONE_OWNED { [0 ... HAK_OWNED_SLOTS - 1] = HAK_OWNED_NONE }
 
 hak_slab_t hak_slab_empty;  /* free == NULL forever: every pop misses */
-hak_heap_t hak_heap_empty = { .cur = EMPTY_CUR, .tag = HAK_TAG_NONE, .free_tag = HAK_TAG_NONE,
+hak_heap_t hak_heap_empty = { .owned = NONE_OWNED, .cur = EMPTY_CUR, .tag = HAK_TAG_NONE,
                               .state = HAK_HEAP_EMPTY };
-hak_heap_t hak_heap_dead = { .cur = EMPTY_CUR, .tag = HAK_TAG_NONE, .free_tag = HAK_TAG_NONE,
+hak_heap_t hak_heap_dead = { .owned = NONE_OWNED, .cur = EMPTY_CUR, .tag = HAK_TAG_NONE,
                              .state = HAK_HEAP_DEAD };
 __thread hak_heap_t *hak_tls_heap = &hak_heap_empty;
 
@@ -217,7 +218,7 @@ static void *heap_use_slab(hak_heap_t *h, hak_slab_t *s)
   h->cur[s->cls] = s;
   if (s->free == NULL && !slab_take_rfree(s) && hak_remote_collect(s, HAK_RS_KEEP) == 0) hak_slab_extend(s);
   if (s->free == NULL) return NULL;
-  return hak_heap_alloc(h, s->cls);
+  return hak_heap_pop(h, s->cls);
 }
 
 static void *heap_alloc_not_live(hak_heap_t *h, size_t cls);
@@ -230,7 +231,7 @@ void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
     hak_slab_t *s = h->cur[cls];
     if (s != &hak_slab_empty) {
       if (slab_take_rfree(s) || hak_remote_collect(s, HAK_RS_KEEP) > 0 || hak_slab_extend(s))
-        return hak_heap_alloc(h, cls);
+        return hak_heap_pop(h, cls);
       if (!hak_remote_mark_full(s)) continue;  /* blocks arrived meanwhile */
       s->state = HAK_SLAB_FULL;
       h->cur[cls] = &hak_slab_empty;
@@ -271,8 +272,8 @@ static void heap_reset(hak_heap_t *h)
     h->cur[c] = &hak_slab_empty;
     h->partial[c] = NULL;
   }
+  for (size_t i = 0; i < HAK_OWNED_SLOTS; i++) h->owned[i] = HAK_OWNED_NONE;
   h->tag = (uintptr_t)h | HAK_TAG_SS;
-  h->free_tag = hak_opt.secure ? h->tag | 4 : h->tag;  /* heaps are 64-aligned: never a tag */
   h->ss_list = h->ss_tail = NULL;
   h->empty_ss = h->dirty_units = 0;
   h->dirty_since_ms = 0;
@@ -350,12 +351,12 @@ static void *heap_alloc_not_live(hak_heap_t *h, size_t cls)
     if (hak_init_recursing()) return hak_boot_alloc(hak_class_size[cls]);
     h = heap_thread_start();
     if (h == NULL) { errno = ENOMEM; return NULL; }
-    return hak_heap_alloc(h, cls);
+    return hak_heap_pop(h, cls);
   }
   hak_heap_t *t = hak_heap_acquire();
   if (t == NULL) { errno = ENOMEM; return NULL; }
   hak_tls_heap = t;
-  void *p = hak_heap_alloc(t, cls);
+  void *p = hak_heap_pop(t, cls);
   hak_tls_heap = &hak_heap_dead;
   hak_heap_abandon(t);
   return p;

@@ -397,16 +397,26 @@ typedef struct hak_remote_row {
 
 enum { HAK_HEAP_EMPTY = 0, HAK_HEAP_LIVE, HAK_HEAP_DEAD };
 
+#define HAK_OWNED_SLOTS 16
+#define HAK_OWNED_NONE  UINTPTR_MAX   /* never address >> HAK_SS_SHIFT */
+static inline uintptr_t hak_owned_key(const void *p) { return (uintptr_t)p >> HAK_SS_SHIFT; }
+
 /* A thread heap.  Everything but `delayed` and `stats` is touched only by the
  * thread that owns the heap.  cur[c] is never NULL (it points at the shared
  * empty slab when the class has no slab), so the fast path has one test.
  * Heaps are never unmapped: a heap whose thread exited goes back to the pool
  * and is reused, so a stale pointer to it never faults. */
 struct hak_heap {
+  /* free's proof of ownership: owned[k % HAK_OWNED_SLOTS] == k for some of
+   * the SuperSlabs this heap owns (k = address >> HAK_SS_SHIFT), so a free
+   * into one of them needs no registry lookup.  Exact: a slot holds k only
+   * while the heap owns that SuperSlab (hak_ss_link sets it, hak_ss_unlink
+   * clears it); other owned SuperSlabs are found through the registry
+   * (free_other in api.c, which puts them back in their slot).  All slots
+   * HAK_OWNED_NONE while the fast paths are off (hak_fast_on). */
+  uintptr_t owned[HAK_OWNED_SLOTS];
   hak_slab_t *cur[HAK_NUM_CLASSES];        /* fast path: slab being allocated from */
   uintptr_t tag;                            /* registry tag of SuperSlabs it owns */
-  uintptr_t free_tag;                       /* free's fast-path compare: tag, or never
-                                               equal to a tag in secure mode */
   int state;                                /* HAK_HEAP_* */
   hak_slab_t *partial[HAK_NUM_CLASSES];     /* slabs with room: circular, oldest first */
   hak_superslab_t *ss_list, *ss_tail;       /* SuperSlabs owned: with room first */
@@ -449,11 +459,15 @@ void  hak_heap_init(void);
 void  hak_heap_before_fork(void);
 void  hak_heap_after_fork(bool child);
 void  hak_heap_slab_unfull(hak_heap_t *h, hak_slab_t *s);
+/* HAKMEM_STATS: count block p of class cls, just allocated, on the calling
+ * thread's heap (the heap the pop used may have been a temporary one). */
+void  hak_stats_count_alloc(const void *p, size_t cls);
 hak_heap_t *hak_heap_list(void);
 
 /* Small-block fast paths (the whole of malloc and free for a thread's own
- * blocks): no lock, no atomic read-modify-write, no fence. */
-static inline void *hak_heap_alloc(hak_heap_t *h, size_t cls)
+ * blocks): no lock, no atomic read-modify-write, no fence, no statistics
+ * (with HAKMEM_STATS the fast paths are off and api.c counts). */
+static inline void *hak_heap_pop(hak_heap_t *h, size_t cls)
 {
   hak_slab_t *s = h->cur[cls];
   hak_block_t *b = s->free;
@@ -463,10 +477,17 @@ static inline void *hak_heap_alloc(hak_heap_t *h, size_t cls)
     __builtin_prefetch(next, 1);  /* the class's next malloc writes it: start the miss now */
     s->used++;
     hak_block_claim(b);
-    hak_count(&h->stats.allocs[cls], 1);
     return b;
   }
   return hak_heap_alloc_slow(h, cls);
+}
+
+/* A block of class cls for any caller but hak_malloc's fast path: counted. */
+static inline void *hak_heap_alloc(hak_heap_t *h, size_t cls)
+{
+  void *p = hak_heap_pop(h, cls);
+  if (HAK_UNLIKELY(hak_opt.stats) && p != NULL) hak_stats_count_alloc(p, cls);
+  return p;
 }
 
 /* Put a free block of a slab this heap owns back on the slab's list.  The
@@ -481,7 +502,8 @@ static inline void hak_heap_push_block(hak_heap_t *h, hak_slab_t *s, hak_block_t
     hak_heap_free_local_slow(h, s);
 }
 
-/* Free of a block in a SuperSlab this heap owns (the caller checked the tag). */
+/* Free of a block in a SuperSlab this heap owns (the caller proved it:
+ * owned[] or the registry), uncounted. */
 static inline void hak_heap_free_local(hak_heap_t *h, void *p)
 {
   hak_superslab_t *ss = hak_ss_of(p);
@@ -490,7 +512,6 @@ static inline void hak_heap_free_local(hak_heap_t *h, void *p)
   hak_block_t *b = (hak_block_t *)p;
   /* The block-start check comes first: only a block start may be read. */
   if (HAK_UNLIKELY(hak_slab_block_index(s, p) >= s->capacity || hak_block_is_free(b))) hak_free_invalid(p, true);
-  hak_count(&h->stats.frees[s->cls], 1);
   hak_heap_push_block(h, s, b);
 }
 
@@ -611,7 +632,7 @@ void hak_stats_malloc_stats(void);
 /* ------------------------------------------------------------------ secure */
 
 /* HAKMEM_SECURE=1 (secure.c): trailers, padding and zeroing of small blocks. */
-extern HAK_HIDDEN size_t hak_secure_fast_limit;   /* 1025; 0 before init and in secure mode */
+
 void  *hak_secure_alloc(hak_heap_t *h, size_t n, size_t align, bool zero);
 void   hak_secure_free(hak_slab_t *s, void *p, bool owner);
 size_t hak_secure_usable(hak_slab_t *s, const void *p);
@@ -639,12 +660,20 @@ static inline void hak_init(void)
   if (HAK_UNLIKELY(atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2)) hak_init_slow();
 }
 
-/* Is secure mode in force (secure.c)?  hak_secure_fast_limit is 0 before
- * initialisation and in secure mode, so outside secure mode, once
- * initialised, one load answers; otherwise initialise and ask. */
+/* The fast paths (api.c): hak_malloc serves sizes below hak_fast_limit
+ * with hak_heap_pop, and hak_free frees blocks that owned[] proves local
+ * with hak_heap_free_local.  Both are off (limit 0, owned[] empty) before
+ * initialisation, in secure mode and with statistics: those calls take the
+ * out-of-line paths, which check and count.  Written once by
+ * hak_init_slow. */
+extern HAK_HIDDEN size_t hak_fast_limit;
+static inline bool hak_fast_on(void) { return hak_fast_limit != 0; }
+
+/* Is secure mode in force (secure.c)?  Outside secure mode with the fast
+ * paths on, one load answers; otherwise initialise and ask. */
 static inline bool hak_secure_mode(void)
 {
-  if (HAK_LIKELY(hak_secure_fast_limit != 0)) return false;
+  if (HAK_LIKELY(hak_fast_on())) return false;
   hak_init();
   return hak_opt.secure;
 }

@@ -17,20 +17,15 @@
  * malloc checks that it still is (a write after free), so no block carries
  * an earlier one's data.  Slabs are carved zeroed.
  *
- * Default mode pays nothing for this: hak_malloc's small fast path is taken
- * only below hak_secure_fast_limit (0 here), and a heap's free_tag never
- * matches in secure mode, so every call reaches the out-of-line paths that
- * call this file. */
+ * Default mode pays nothing for this: in secure mode the fast paths are off
+ * (internal.h, hak_fast_on), so every call reaches the out-of-line paths
+ * that call this file. */
 #include <string.h>
 
 #include "internal.h"
 
 #define SECURE_PAD 0xA5
 #define TRAILER ((uint32_t)sizeof(uint32_t))
-
-/* hak_malloc's fast path serves n below it: 1025 once initialised outside
- * secure mode (hak_init_slow), 0 before (the first malloc initialises). */
-size_t hak_secure_fast_limit = 0;
 
 static inline uint32_t trailer_key(const void *p)
 {
