@@ -88,7 +88,7 @@ static void free_remote(hak_heap_t *h, void *p)
 {
   hak_superslab_t *ss = hak_ss_of(p);
   hak_slab_t *s = hak_slab_of(ss, p);
-  if (HAK_UNLIKELY(!hak_slab_is_block(s, p, s->reserved) || hak_block_is_free((hak_block_t *)p)))
+  if (HAK_UNLIKELY(!hak_slab_is_block_remote(s, p) || hak_block_is_free((hak_block_t *)p)))
     hak_free_invalid(p, false);
   if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, false);
   if (HAK_UNLIKELY(hak_opt.stats)) {
@@ -104,7 +104,7 @@ static void free_remote(hak_heap_t *h, void *p)
 static void free_local_checked(hak_heap_t *h, void *p)
 {
   hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
-  if (!hak_slab_is_block(s, p, s->capacity) || hak_block_is_free((hak_block_t *)p)) hak_free_invalid(p, true);
+  if (!hak_slab_is_block(s, p) || hak_block_is_free((hak_block_t *)p)) hak_free_invalid(p, true);
   if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, true);
   hak_count(&h->stats.frees[s->cls], 1);
   hak_heap_free_local(h, p);
@@ -178,7 +178,7 @@ static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
 {
   if (tag == h->tag) {
     hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
-    if (!hak_slab_is_block(s, p, s->capacity)) hak_fatal("not a block start", p);
+    if (!hak_slab_is_block(s, p)) hak_fatal("not a block start", p);
     return HAK_UNLIKELY(hak_opt.secure) ? hak_secure_usable(s, p) : s->block_size;
   }
   size_t n = 0;
@@ -186,7 +186,7 @@ static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
   tag = hak_map_get(p);
   if ((tag & HAK_TAG_KIND) == HAK_TAG_SS) {
     hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
-    if (!hak_slab_is_block(s, p, s->reserved)) hak_fatal("not a block start", p);
+    if (!hak_slab_is_block_remote(s, p)) hak_fatal("not a block start", p);
     n = HAK_UNLIKELY(hak_opt.secure) ? hak_secure_usable(s, p) : s->block_size;
   } else if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
     hak_large_t *l = hak_large_of(tag, p);

@@ -85,7 +85,7 @@ static void heap_release_slab(hak_heap_t *h, hak_slab_t *s)
 _Noreturn HAK_COLD void hak_free_invalid(const void *p, bool owner)
 {
   hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
-  if (!hak_slab_is_block(s, p, owner ? s->capacity : s->reserved)) hak_fatal("free(): not a block start", p);
+  if (!(owner ? hak_slab_is_block(s, p) : hak_slab_is_block_remote(s, p))) hak_fatal("free(): not a block start", p);
   hak_fatal("free(): double free", p);
 }
 

@@ -166,31 +166,37 @@ enum { HAK_SLAB_UNUSED = 0, HAK_SLAB_CUR, HAK_SLAB_PARTIAL, HAK_SLAB_FULL, HAK_S
 /* Slab metadata, in two cache lines.  Every field is written only by the
  * thread whose heap owns the SuperSlab (or the thread adopting or abandoning
  * it), never concurrently, so none is atomic.
- *  - The first line is the owner's working state (free list, counts, list
- *    links): written on every owner malloc and free.
- *  - The second line is the slab's geometry: written only when the slab is
- *    set up (hak_ss_alloc_slab), while it holds no block.  Remote freers read
- *    only this line (and the slab's hak_remote_t), so they never contend
- *    with the owner's writes to the first line (a shared line cost a cache
- *    miss on every remote free: 41% of a producer/consumer free's samples).
+ *  - The first line is everything the owner's malloc and free use: the free
+ *    list, counts, list links, and its own copy of the geometry (start,
+ *    minv, shift), so a local free reads one line of metadata.  Written on
+ *    every owner malloc and free.
+ *  - The second line is the slab's geometry (remote_*, the same values):
+ *    written only when the slab is set up (hak_ss_alloc_slab), while
+ *    it holds no block.  Remote freers read only this line (and the slab's
+ *    hak_remote_t), so they never contend with the owner's writes to the
+ *    first line (a shared line cost a cache miss on every remote free: 41%
+ *    of a producer/consumer free's samples).
  * Invariants: used = blocks handed out and not yet returned to this free list
  * (blocks waiting on the remote stack or a delayed list count as used);
  * capacity <= reserved; blocks [0, capacity) were carved; free and rfree
  * list only blocks of this slab; used == 0 means every carved block is on
- * free or rfree. */
+ * free or rfree; remote_x == x for the geometry. */
 typedef struct hak_slab {
   /* owner's working state */
   hak_block_t *free;            /* local free list (LIFO) */
   hak_block_t *rfree;           /* blocks taken from the remote stack while free
                                    was not empty: become free when it runs out */
+  struct hak_slab *prev, *next; /* the owner heap's partial list of the class (circular) */
+  uint8_t *start;               /* first block                                  } the    */
+  uint64_t minv;                /* inverse of block_size's odd part mod 2^64    } owner's */
   uint32_t used;
   uint32_t capacity;            /* blocks carved so far (lazy, page by page) */
-  struct hak_slab *prev, *next; /* the owner heap's partial list of the class (circular) */
+  uint8_t shift;                /* block_size's trailing zero bits              } geometry */
   uint8_t state;                /* HAK_SLAB_* */
   /* geometry: immutable while the slab holds a block */
-  _Alignas(HAK_CACHE_LINE) uint8_t *start; /* first block */
-  uint64_t minv;                /* inverse of block_size's odd part mod 2^64 */
-  uint8_t shift;                /* block_size's trailing zero bits */
+  _Alignas(HAK_CACHE_LINE) uint8_t *remote_start;  /* start, minv and shift, */
+  uint64_t remote_minv;                             /* for other threads     */
+  uint8_t remote_shift;
   uint32_t reserved;            /* blocks the slab can hold */
   uint32_t block_size;          /* 0 while the slab is unused */
   uint8_t cls;
@@ -226,7 +232,8 @@ typedef struct hak_superslab {
   struct hak_superslab *prev, *next;/* owner heap's SuperSlab list */
   ck_stack_entry_t handoff;         /* link on the abandoned stack or the cache */
   hak_retired_t retired;            /* link on the retire list */
-  uint8_t unit_slab[HAK_UNITS];     /* owner writes; unit -> first unit of its slab */
+  uint16_t unit_slab[HAK_UNITS];    /* owner writes; unit -> offset of its slab's
+                                       metadata from the SuperSlab's start */
   hak_slab_t slabs[HAK_UNITS] __attribute__((aligned(HAK_CACHE_LINE)));
   hak_remote_t remote_heads[HAK_UNITS] __attribute__((aligned(HAK_CACHE_LINE)));
 } hak_superslab_t;
@@ -243,30 +250,38 @@ static inline hak_superslab_t *hak_ss_of(const void *p)
 static inline hak_slab_t *hak_slab_of(hak_superslab_t *ss, const void *p)
 {
   unsigned u = (unsigned)(((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1));
-  return &ss->slabs[ss->unit_slab[u]];
+  return (hak_slab_t *)((char *)ss + ss->unit_slab[u]);
 }
 static inline hak_remote_t *hak_slab_remote(hak_slab_t *s)
 {
   hak_superslab_t *ss = hak_ss_of(s);
   return &ss->remote_heads[s->unit];
 }
-/* The block index of p in s, or a value >= limit if p is not a block start
- * below limit: the owner passes s->capacity (blocks carved so far); other
- * threads pass s->reserved, which, unlike capacity, does not change while
- * the slab holds blocks.  Exact division test with no division: for
- * block_size = odd << shift, off * minv rotated right by shift equals
- * off / block_size when block_size divides off, and is larger than any
- * index (> 2^64 / block_size) when it does not (Granlund-Montgomery). */
-static inline uint64_t hak_slab_block_index(const hak_slab_t *s, const void *p)
+/* The block index of p in a slab whose first block is at start, or a value
+ * >= limit if p is not a block start below limit: the owner passes the
+ * slab's first-line geometry and s->capacity (blocks carved so far); other
+ * threads pass remote_* and s->reserved, which, unlike capacity, does not
+ * change while the slab holds blocks.  Exact division test with no
+ * division: for block_size = odd << shift, off * minv rotated right by
+ * shift equals off / block_size when block_size divides off, and is larger
+ * than any index (> 2^64 / block_size) when it does not
+ * (Granlund-Montgomery). */
+static inline uint64_t hak_block_index(const uint8_t *start, uint64_t minv, unsigned shift, const void *p)
 {
-  uint64_t off = (uintptr_t)p - (uintptr_t)s->start;
-  uint64_t x = off * s->minv;
-  return (x >> s->shift) | (x << ((64 - s->shift) & 63));
+  uint64_t x = ((uintptr_t)p - (uintptr_t)start) * minv;
+  return (x >> shift) | (x << ((64 - shift) & 63));
 }
-static inline bool hak_slab_is_block(const hak_slab_t *s, const void *p, uint32_t limit)
+/* Is p a carved block start of s (the owner's test)? */
+static inline bool hak_slab_is_block(const hak_slab_t *s, const void *p)
 {
-  return hak_slab_block_index(s, p) < limit;
+  return hak_block_index(s->start, s->minv, s->shift, p) < s->capacity;
 }
+/* Is p a block start of s (another thread's test: reads only the geometry line)? */
+static inline bool hak_slab_is_block_remote(const hak_slab_t *s, const void *p)
+{
+  return hak_block_index(s->remote_start, s->remote_minv, s->remote_shift, p) < s->reserved;
+}
+_Static_assert(offsetof(hak_slab_t, state) < HAK_CACHE_LINE, "the owner's fields fit one line");
 
 /* ---------------------------------------------------------------- registry */
 
@@ -511,7 +526,7 @@ static inline void hak_heap_free_local(hak_heap_t *h, void *p)
   HAK_ONE_VALUE(s);
   hak_block_t *b = (hak_block_t *)p;
   /* The block-start check comes first: only a block start may be read. */
-  if (HAK_UNLIKELY(hak_slab_block_index(s, p) >= s->capacity || hak_block_is_free(b))) hak_free_invalid(p, true);
+  if (HAK_UNLIKELY(!hak_slab_is_block(s, p) || hak_block_is_free(b))) hak_free_invalid(p, true);
   hak_heap_push_block(h, s, b);
 }
 

@@ -24,8 +24,8 @@ static void slab_reset(hak_superslab_t *ss, unsigned u)
   memset(s, 0, sizeof *s);
   s->unit = (uint8_t)u;
   s->span = 1;
-  s->start = (uint8_t *)ss + (u == 0 ? HAK_SS_HEADER_SIZE : (size_t)u << HAK_UNIT_SHIFT);
-  ss->unit_slab[u] = (uint8_t)u;
+  s->start = s->remote_start = (uint8_t *)ss + (u == 0 ? HAK_SS_HEADER_SIZE : (size_t)u << HAK_UNIT_SHIFT);
+  ss->unit_slab[u] = (uint16_t)((char *)s - (char *)ss);
 }
 
 /* The heap's SuperSlab list keeps those with free units in front and the full
@@ -172,8 +172,8 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   s->used = 0;
   s->capacity = 0;
   s->block_size = bs;
-  s->shift = (uint8_t)__builtin_ctz(bs);
-  s->minv = mod_inverse(bs >> s->shift);
+  s->shift = s->remote_shift = (uint8_t)__builtin_ctz(bs);
+  s->minv = s->remote_minv = mod_inverse(bs >> s->shift);
   s->reserved = (uint32_t)((size_t)(end - s->start) / bs);
   s->prev = s->next = NULL;
   s->cls = (uint8_t)cls;
@@ -181,7 +181,7 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   s->span = (uint8_t)span;
   s->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);
   hak_count(&h->stats.slabs[cls], 1);
-  for (unsigned u = (unsigned)unit; u < (unsigned)unit + span; u++) ss->unit_slab[u] = (uint8_t)unit;
+  for (unsigned u = (unsigned)unit; u < (unsigned)unit + span; u++) ss->unit_slab[u] = (uint16_t)((char *)s - (char *)ss);
   /* No thread can reach a slab that holds no block: plain reset is enough,
    * but the head is atomic, so store it as one. */
   atomic_store_explicit(&ss->remote_heads[unit].head, HAK_RS_NORMAL, memory_order_relaxed);
