@@ -72,18 +72,9 @@ static void free_foreign(hak_heap_t *h, void *p)
   hak_sys_free(p);
 }
 
-/* The push with statistics on.  Out of line: the uncounted path keeps
- * nothing across the push, so free_other saves no extra register (callgrind:
- * 3-5 instructions per remote free when this was inline). */
-static HAK_NOINLINE void free_remote_counted(hak_heap_t *h, hak_superslab_t *ss, hak_slab_t *s, void *p)
-{
-  size_t cls = s->cls;  /* read before the push: then the owner may reuse the slab */
-  uint32_t owner = s->owner_id;
-  hak_remote_free(ss, s, (hak_block_t *)p);
-  count_free_remote(h, cls, owner);
-}
-
-/* A block of a SuperSlab another heap owns (or nobody: abandoned). */
+/* A block of a SuperSlab another heap owns (or nobody: abandoned).  The
+ * caller holds the RCU read lock, or p is in the SuperSlab that this heap's
+ * pending frees pin (pend_key). */
 static void free_remote(hak_heap_t *h, void *p)
 {
   hak_superslab_t *ss = hak_ss_of(p);
@@ -91,11 +82,10 @@ static void free_remote(hak_heap_t *h, void *p)
   if (HAK_UNLIKELY(!hak_slab_is_block_remote(s, p) || hak_block_is_free((hak_block_t *)p)))
     hak_free_invalid(p, false);
   if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, false);
-  if (HAK_UNLIKELY(hak_opt.stats)) {
-    free_remote_counted(h, ss, s, p);
-    return;
-  }
-  hak_remote_free(ss, s, (hak_block_t *)p);
+  /* Counted before the push: then the owner may reuse the slab. */
+  if (HAK_UNLIKELY(hak_opt.stats)) count_free_remote(h, s->cls, s->owner_id);
+  if (HAK_LIKELY(h->state == HAK_HEAP_LIVE)) hak_remote_defer(h, s, (hak_block_t *)p);
+  else hak_remote_free(ss, s, (hak_block_t *)p);
 }
 
 /* A block of a SuperSlab this heap owns, with the fast paths off (secure
@@ -126,6 +116,10 @@ static void free_local(hak_heap_t *h, void *p)
 
 static HAK_NOINLINE void free_other(hak_heap_t *h, void *p)
 {
+  if (hak_owned_key(p) == h->pend_key) {  /* pinned by this heap's pending frees */
+    free_remote(h, p);
+    return;
+  }
   uintptr_t tag = hak_map_get(p);
   if (tag == h->tag) { free_local(h, p); return; }
   if (tag == 0) { free_foreign(h, p); return; }

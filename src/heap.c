@@ -13,9 +13,9 @@
 
 hak_slab_t hak_slab_empty;  /* free == NULL forever: every pop misses */
 hak_heap_t hak_heap_empty = { .owned = NONE_OWNED, .cur = EMPTY_CUR, .tag = HAK_TAG_NONE,
-                              .state = HAK_HEAP_EMPTY };
+                              .state = HAK_HEAP_EMPTY, .pend_key = HAK_OWNED_NONE };
 hak_heap_t hak_heap_dead = { .owned = NONE_OWNED, .cur = EMPTY_CUR, .tag = HAK_TAG_NONE,
-                             .state = HAK_HEAP_DEAD };
+                             .state = HAK_HEAP_DEAD, .pend_key = HAK_OWNED_NONE };
 __thread hak_heap_t *hak_tls_heap = &hak_heap_empty;
 
 /* Heaps come from mmap'd chunks and are never unmapped; a heap whose thread
@@ -226,6 +226,7 @@ static void *heap_alloc_not_live(hak_heap_t *h, size_t cls);
 void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
 {
   if (HAK_UNLIKELY(h->state != HAK_HEAP_LIVE)) return heap_alloc_not_live(h, cls);
+  hak_remote_flush(h);  /* a refill is rare enough: what this thread held back goes now */
   int adopted = 0;
   for (;;) {
     hak_slab_t *s = h->cur[cls];
@@ -273,6 +274,10 @@ static void heap_reset(hak_heap_t *h)
     h->partial[c] = NULL;
   }
   for (size_t i = 0; i < HAK_OWNED_SLOTS; i++) h->owned[i] = HAK_OWNED_NONE;
+  h->pend_key = HAK_OWNED_NONE;
+  h->pend_slab = NULL;
+  h->pend_first = h->pend_last = NULL;
+  h->pend_n = 0;
   h->tag = (uintptr_t)h | HAK_TAG_SS;
   h->ss_list = h->ss_tail = NULL;
   h->empty_ss = h->dirty_units = 0;
@@ -377,6 +382,7 @@ static void *heap_alloc_not_live(hak_heap_t *h, size_t cls)
 void hak_heap_abandon(hak_heap_t *h)
 {
   hak_slab_t *s;
+  hak_remote_flush(h);
   /* Blocks freed into SuperSlabs other exited threads left behind come back
    * (drained below with ours, released if empty). */
   heap_sweep_abandoned(h);
@@ -435,6 +441,7 @@ static void heap_thread_exit(void *arg)
 void hak_heap_collect(hak_heap_t *h, bool force)
 {
   if (h->state == HAK_HEAP_LIVE) {
+    hak_remote_flush(h);
     /* Adopt what exited threads left: their free blocks come back. */
     for (uint32_t n = force ? hak_handoff_count(&hak_abandoned) : 0; n > 0 && heap_try_adopt(h); n--) {
     }

@@ -439,6 +439,13 @@ struct hak_heap {
   uint32_t dirty_units;                     /* free units maybe committed */
   uint64_t dirty_since_ms;                  /* earliest dirty_ms of its SuperSlabs with dirty units */
   uint64_t maintained_ms;                   /* last heap_maintain pass */
+  /* Remote frees held back (remote.c, hak_remote_defer): n blocks of one
+   * slab of another heap, linked first..last; pend_key is that slab's
+   * SuperSlab's key (hak_owned_key), HAK_OWNED_NONE when none is pending. */
+  uintptr_t pend_key;
+  hak_slab_t *pend_slab;
+  hak_block_t *pend_first, *pend_last;
+  uint32_t pend_n;
   ck_stack_entry_t pool_link;               /* on the free-heap pool */
   struct hak_heap *all_next;                /* list of every heap ever made */
   /* Blocks freed by other threads into this heap's full slabs (MPSC stack:
@@ -546,6 +553,9 @@ bool hak_slab_extend(hak_slab_t *s);
 /* ------------------------------------------------------------------ remote */
 
 void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b);
+#define HAK_REMOTE_BATCH 64   /* most remote frees a live heap holds back (remote.c) */
+void hak_remote_defer(hak_heap_t *h, hak_slab_t *s, hak_block_t *b);  /* b validated */
+void hak_remote_flush(hak_heap_t *h);
 uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state);
 bool hak_remote_mark_full(hak_slab_t *s);
 void hak_remote_set_state(hak_slab_t *s, uintptr_t state);

@@ -9,9 +9,11 @@ static inline hak_block_t *rs_ptr(uintptr_t v) { return (hak_block_t *)(v & HAK_
 static inline uintptr_t rs_state(uintptr_t v) { return v & HAK_RS_MASK; }
 static inline uint32_t rs_count(uintptr_t v) { return (uint32_t)(v >> HAK_RS_COUNT_SHIFT); }
 
-/* Push b (a block of s, validated by the caller, who holds the RCU read lock)
- * from a thread that does not own s. */
-void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
+/* Push the n blocks first..last of s (validated by the caller, linked as a
+ * free list; last's link is set here) from a thread that does not own s.
+ * The caller holds the RCU read lock, or the blocks are its pending ones
+ * (hak_remote_defer), which keep s and its SuperSlab from being released. */
+static void remote_push(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *first, hak_block_t *last, uint32_t n)
 {
   _Atomic(uintptr_t) *head = &ss->remote_heads[s->unit].head;
   uintptr_t old = atomic_load_explicit(head, memory_order_relaxed), nv;
@@ -21,25 +23,25 @@ void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
     if (delayed) {
       nv = (old & ~HAK_RS_MASK) | HAK_RS_DELAYED_FREEING;
     } else {
-      if (HAK_UNLIKELY(rs_count(old) >= s->reserved)) hak_fatal("free(): remote list overflow (double free?)", b);
-      hak_block_set_next(b, rs_ptr(old));
-      nv = ((old & ~HAK_RS_PTR_MASK) + HAK_RS_COUNT_ONE) | (uintptr_t)b;  /* count+1, state kept */
+      if (HAK_UNLIKELY(rs_count(old) + n > s->reserved)) hak_fatal("free(): remote list overflow (double free?)", first);
+      hak_block_set_next(last, rs_ptr(old));
+      nv = ((old & ~HAK_RS_PTR_MASK) + n * HAK_RS_COUNT_ONE) | (uintptr_t)first;  /* count+n, state kept */
     }
-    /* release: b's link and check are visible to the owner's acquiring exchange;
-     * acquire: for the delayed path, ss->owner as the owner published it
-     * before it set USE_DELAYED. */
+    /* release: the blocks' link and check are visible to the owner's
+     * acquiring exchange; acquire: for the delayed path, ss->owner as the
+     * owner published it before it set USE_DELAYED. */
   } while (!atomic_compare_exchange_weak_explicit(head, &old, nv, memory_order_acq_rel, memory_order_relaxed));
   if (HAK_LIKELY(!delayed)) return;
 
-  /* The slab is full and out of the owner's lists: give the block to the
+  /* The slab is full and out of the owner's lists: give the blocks to the
    * owner heap's delayed list so the owner finds the slab again.  The owner
    * cannot leave (abandon waits for DELAYED_FREEING to clear) and cannot free
    * the slab (it defers blocks whose slab is DELAYED_FREEING). */
   hak_heap_t *owner = atomic_load_explicit(&ss->owner, memory_order_acquire);
   hak_block_t *top = atomic_load_explicit(&owner->delayed, memory_order_relaxed);
   do {
-    hak_block_set_next(b, top);
-  } while (!atomic_compare_exchange_weak_explicit(&owner->delayed, &top, b, memory_order_release,
+    hak_block_set_next(last, top);
+  } while (!atomic_compare_exchange_weak_explicit(&owner->delayed, &top, first, memory_order_release,
                                                   memory_order_relaxed));
   /* Back to NORMAL; only this thread may change DELAYED_FREEING.  release:
    * the push above happens before the owner sees the state change. */
@@ -47,6 +49,48 @@ void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
   while (!atomic_compare_exchange_weak_explicit(head, &old, (old & ~HAK_RS_MASK) | HAK_RS_NORMAL,
                                                 memory_order_release, memory_order_relaxed)) {
   }
+}
+
+void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
+{
+  remote_push(ss, s, b, b, 1);
+}
+
+/* ------------------------------------------------------- pending frees */
+
+/* A live heap batches its remote frees: consecutive frees into one slab of
+ * another heap go on h's pending list (a free list, newest first) and reach
+ * the slab's remote stack with one CAS when the run ends (a free into
+ * another slab), when it holds HAK_REMOTE_BATCH blocks, or when the thread
+ * next refills, collects or exits (hak_remote_flush).  A thread that only
+ * frees and then idles holds at most HAK_REMOTE_BATCH blocks of one slab.
+ * While pending, the blocks count as used in their slab, so neither the
+ * slab nor its SuperSlab can be released: the flush needs no RCU section,
+ * and a free into that SuperSlab can find it without the registry
+ * (pend_key; api.c).  The blocks carry the free-block signature, so a
+ * second free of one is caught like any double free. */
+void hak_remote_flush(hak_heap_t *h)
+{
+  if (h->pend_n == 0) return;
+  hak_slab_t *s = h->pend_slab;
+  remote_push(hak_ss_of(s), s, h->pend_first, h->pend_last, h->pend_n);
+  h->pend_n = 0;
+  h->pend_slab = NULL;
+  h->pend_first = h->pend_last = NULL;
+  h->pend_key = HAK_OWNED_NONE;
+}
+
+void hak_remote_defer(hak_heap_t *h, hak_slab_t *s, hak_block_t *b)
+{
+  if (s != h->pend_slab) {
+    hak_remote_flush(h);
+    h->pend_slab = s;
+    h->pend_key = hak_owned_key(s);
+    h->pend_last = b;
+  }
+  hak_block_set_next(b, h->pend_first);  /* last's link is set by the push */
+  h->pend_first = b;
+  if (++h->pend_n == HAK_REMOTE_BATCH) hak_remote_flush(h);
 }
 
 /* Owner: take every block of the remote stack into s->free (or s->rfree) and set the state
