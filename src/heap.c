@@ -275,9 +275,7 @@ static void heap_reset(hak_heap_t *h)
   }
   for (size_t i = 0; i < HAK_OWNED_SLOTS; i++) h->owned[i] = HAK_OWNED_NONE;
   h->pend_key = HAK_OWNED_NONE;
-  h->pend_slab = NULL;
-  h->pend_first = h->pend_last = NULL;
-  h->pend_n = 0;
+  memset(h->pend, 0, sizeof h->pend);
   h->tag = (uintptr_t)h | HAK_TAG_SS;
   h->ss_list = h->ss_tail = NULL;
   h->empty_ss = h->dirty_units = 0;

@@ -64,6 +64,7 @@ static inline uintptr_t hak_align_up(uintptr_t x, uintptr_t a) { return (x + a -
 extern HAK_HIDDEN const uint32_t hak_class_size[HAK_NUM_CLASSES];  /* block size */
 extern HAK_HIDDEN const uint8_t  hak_class_span[HAK_NUM_CLASSES];  /* units per slab */
 extern HAK_HIDDEN const uint8_t  hak_class_small[1024 / 16 + 1];   /* (n+15)>>4 -> class */
+extern HAK_HIDDEN const uint8_t  hak_class_batch[HAK_NUM_CLASSES];  /* remote frees held per run */
 
 static inline size_t hak_size_class(size_t n)
 {
@@ -412,6 +413,16 @@ typedef struct hak_remote_row {
 
 enum { HAK_HEAP_EMPTY = 0, HAK_HEAP_LIVE, HAK_HEAP_DEAD };
 
+/* A run of remote frees a heap holds back (remote.c): n blocks of slab (another heap's, or nobody's), linked as a free list
+ * first..last (last's link unset); slab NULL when the slot is empty.
+ * Thread-owned. */
+#define HAK_PEND_SLOTS 16
+typedef struct hak_pend {
+  hak_slab_t *slab;
+  hak_block_t *first, *last;
+  uint32_t n, limit;          /* pushed when n reaches limit (hak_class_batch) */
+} hak_pend_t;
+
 #define HAK_OWNED_SLOTS 16
 #define HAK_OWNED_NONE  UINTPTR_MAX   /* never address >> HAK_SS_SHIFT */
 static inline uintptr_t hak_owned_key(const void *p) { return (uintptr_t)p >> HAK_SS_SHIFT; }
@@ -439,13 +450,11 @@ struct hak_heap {
   uint32_t dirty_units;                     /* free units maybe committed */
   uint64_t dirty_since_ms;                  /* earliest dirty_ms of its SuperSlabs with dirty units */
   uint64_t maintained_ms;                   /* last heap_maintain pass */
-  /* Remote frees held back (remote.c, hak_remote_defer): n blocks of one
-   * slab of another heap, linked first..last; pend_key is that slab's
-   * SuperSlab's key (hak_owned_key), HAK_OWNED_NONE when none is pending. */
+  /* Remote frees held back (remote.c, hak_remote_defer), by slab; pend_key
+   * is the key (hak_owned_key) of a SuperSlab that one of them pins, or
+   * HAK_OWNED_NONE. */
   uintptr_t pend_key;
-  hak_slab_t *pend_slab;
-  hak_block_t *pend_first, *pend_last;
-  uint32_t pend_n;
+  hak_pend_t pend[HAK_PEND_SLOTS];
   ck_stack_entry_t pool_link;               /* on the free-heap pool */
   struct hak_heap *all_next;                /* list of every heap ever made */
   /* Blocks freed by other threads into this heap's full slabs (MPSC stack:

@@ -58,39 +58,66 @@ void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
 
 /* ------------------------------------------------------- pending frees */
 
-/* A live heap batches its remote frees: consecutive frees into one slab of
- * another heap go on h's pending list (a free list, newest first) and reach
- * the slab's remote stack with one CAS when the run ends (a free into
- * another slab), when it holds HAK_REMOTE_BATCH blocks, or when the thread
- * next refills, collects or exits (hak_remote_flush).  A thread that only
- * frees and then idles holds at most HAK_REMOTE_BATCH blocks of one slab.
- * While pending, the blocks count as used in their slab, so neither the
- * slab nor its SuperSlab can be released: the flush needs no RCU section,
- * and a free into that SuperSlab can find it without the registry
+/* A live heap batches its remote frees: frees into a slab of another heap
+ * go on that slab's pending run in h->pend[] (a free list, newest first;
+ * HAK_PEND_SLOTS runs, by a hash of the slab) and reach the slab's remote
+ * stack with one CAS when the run ends: its slot is needed for another
+ * slab, it holds HAK_REMOTE_BATCH blocks or 64 KiB (hak_class_batch), or the thread next
+ * refills, collects or exits (hak_remote_flush).  A thread that only frees
+ * and then idles holds at most HAK_PEND_SLOTS runs of 64 KiB.  While
+ * pending, the blocks count as used in their slab, so neither the slab nor
+ * its SuperSlab can be released: a flush needs no RCU section, and a free
+ * into the SuperSlab of the latest run finds it without the registry
  * (pend_key; api.c).  The blocks carry the free-block signature, so a
  * second free of one is caught like any double free. */
+static inline hak_pend_t *pend_slot(hak_heap_t *h, const hak_slab_t *s)
+{
+  uintptr_t a = (uintptr_t)s;
+  return &h->pend[((a >> 7) ^ (a >> HAK_SS_SHIFT)) % HAK_PEND_SLOTS];
+}
+
+static HAK_NOINLINE void pend_flush(hak_heap_t *h, hak_pend_t *e)
+{
+  hak_slab_t *s = e->slab;
+  remote_push(hak_ss_of(s), s, e->first, e->last, e->n);
+  if (hak_owned_key(s) == h->pend_key) h->pend_key = HAK_OWNED_NONE;  /* no longer known pinned */
+  e->slab = NULL;
+  e->first = e->last = NULL;
+  e->n = 0;
+}
+
 void hak_remote_flush(hak_heap_t *h)
 {
-  if (h->pend_n == 0) return;
-  hak_slab_t *s = h->pend_slab;
-  remote_push(hak_ss_of(s), s, h->pend_first, h->pend_last, h->pend_n);
-  h->pend_n = 0;
-  h->pend_slab = NULL;
-  h->pend_first = h->pend_last = NULL;
-  h->pend_key = HAK_OWNED_NONE;
+  for (size_t i = 0; i < HAK_PEND_SLOTS; i++)
+    if (h->pend[i].slab != NULL) pend_flush(h, &h->pend[i]);
+}
+
+static inline void pend_add(hak_heap_t *h, hak_pend_t *e, hak_slab_t *s, hak_block_t *b)
+{
+  hak_block_set_next(b, e->first);  /* last's link is set by the push */
+  e->first = b;
+  h->pend_key = hak_owned_key(s);   /* pinned by this run */
+  if (HAK_UNLIKELY(++e->n == e->limit)) pend_flush(h, e);
+}
+
+/* A run of s starts in e with b, after e's old run. */
+static HAK_NOINLINE void pend_start(hak_heap_t *h, hak_pend_t *e, hak_slab_t *s, hak_block_t *b)
+{
+  if (e->slab != NULL) pend_flush(h, e);
+  e->slab = s;
+  e->last = b;
+  e->limit = hak_class_batch[s->cls];
+  pend_add(h, e, s, b);
 }
 
 void hak_remote_defer(hak_heap_t *h, hak_slab_t *s, hak_block_t *b)
 {
-  if (s != h->pend_slab) {
-    hak_remote_flush(h);
-    h->pend_slab = s;
-    h->pend_key = hak_owned_key(s);
-    h->pend_last = b;
+  hak_pend_t *e = pend_slot(h, s);
+  if (HAK_UNLIKELY(e->slab != s)) {
+    pend_start(h, e, s, b);
+    return;
   }
-  hak_block_set_next(b, h->pend_first);  /* last's link is set by the push */
-  h->pend_first = b;
-  if (++h->pend_n == HAK_REMOTE_BATCH) hak_remote_flush(h);
+  pend_add(h, e, s, b);
 }
 
 /* Owner: take every block of the remote stack into s->free (or s->rfree) and set the state

@@ -23,6 +23,15 @@ const uint8_t hak_class_span[HAK_NUM_CLASSES] = {
   16, 16, 16, 16,
 };
 
+/* Remote frees a heap holds back per slab of the class before it pushes
+ * them (remote.c): HAK_REMOTE_BATCH, or 64 KiB of blocks, at least one. */
+const uint8_t hak_class_batch[HAK_NUM_CLASSES] = {
+  64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64,
+  64, 64, 64, 64, 51, 42, 36, 32, 25, 21, 18, 16, 12, 10, 9, 8,
+  6, 5, 4, 4, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1,
+  1, 1, 1, 1,
+};
+
 /* (n + 15) >> 4 -> class, for n <= 1024. */
 const uint8_t hak_class_small[1024 / 16 + 1] = {
   0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 8, 9, 9, 10, 10, 11,
@@ -47,6 +56,11 @@ void hak_size_class_check(void)
   for (size_t n = 1; n <= HAK_SMALL_MAX; n++) {
     size_t c = hak_size_class(n);
     if (hak_class_size[c] < n || (c > 0 && hak_class_size[c - 1] >= n)) hak_fatal("size class table", (void *)n);
+  }
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+    size_t b = (size_t)64 * 1024 / hak_class_size[c];
+    b = b > HAK_REMOTE_BATCH ? HAK_REMOTE_BATCH : b == 0 ? 1 : b;
+    if (hak_class_batch[c] != b) hak_fatal("remote batch table", (void *)c);
   }
 }
 #endif
