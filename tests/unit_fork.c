@@ -4,6 +4,9 @@
  *   unit_fork double_free_later  a small block freed, others freed, then it again
  *   unit_fork interior           hak_free(p + 8) / (p + 1) inside a small block
  *   unit_fork interior_medium    hak_free(p + 4096) inside a 100000-byte block
+ *   unit_fork double_free_remote another thread frees a small block twice (the
+ *                                second while the first is a pending remote free)
+ *   unit_fork double_free_remote_pushed  the same, after the run was pushed
  *   unit_fork fork_threads       fork() while another thread allocates: the
  *                                child's allocator works
  *   unit_fork                    all of the above
@@ -125,6 +128,35 @@ static void misuse_write_after_free_check(void) {
   after_misuse();
 }
 
+/* Remote double frees: another thread frees a block twice.  Its first free
+ * leaves the block on the freeing heap's pending run (remote frees are
+ * batched, src/remote.c), so the second must be caught there, and after
+ * the run was pushed (other blocks of the slab freed in between). */
+struct remote_twice { char *p; char *others[200]; int n_others; };
+
+static void *free_remote_twice(void *arg) {
+  struct remote_twice *r = arg;
+  hak_free(r->p);
+  for (int i = 0; i < r->n_others; i++) hak_free(r->others[i]);
+  hak_free(r->p);
+  return NULL;
+}
+
+static void remote_twice(int n_others) {
+  static struct remote_twice r;
+  r.p = hak_malloc(64);
+  memset(r.p, 1, 64);
+  r.n_others = n_others;
+  for (int i = 0; i < n_others; i++) r.others[i] = hak_malloc(64);
+  pthread_t t;
+  if (pthread_create(&t, NULL, free_remote_twice, &r) != 0) _exit(3);
+  pthread_join(t, NULL);
+  after_misuse();
+}
+
+static void misuse_double_free_remote(void) { remote_twice(0); }
+static void misuse_double_free_remote_pushed(void) { remote_twice(200); }
+
 /* ------------------------------------------------------------------ */
 /* fork() while another thread is inside the allocator. */
 
@@ -224,6 +256,8 @@ static const struct misuse cases[] = {
     {"overflow_into_free", misuse_overflow_into_free},
     {"write_after_free", misuse_write_after_free},
     {"write_after_free_check", misuse_write_after_free_check},
+    {"double_free_remote", misuse_double_free_remote},
+    {"double_free_remote_pushed", misuse_double_free_remote_pushed},
 };
 
 int main(int argc, char **argv) {

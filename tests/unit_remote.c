@@ -14,6 +14,8 @@
  *    check and free; every block is a remote free, contents intact, counters
  *    balanced at the end.
  * 4. A new thread whose first call is realloc of another thread's block.
+ * 5. Pending remote frees (held back in runs): bounded, and pushed by the
+ *    freeing thread's next refill.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -420,8 +422,85 @@ static void test_realloc_first_call(void) {
         (unsigned long long)s1.live_bytes, (unsigned long long)s0.live_bytes);
 }
 
+/* ------------------------------------------------------------------ */
+/* 5. Pending remote frees.  A thread's remote frees into one slab are held
+ *    back in runs (src/remote.c) and pushed with one CAS per run: at
+ *    HAK_REMOTE_BATCH (64) blocks of 64 bytes, or at the thread's next
+ *    refill or exit.  B frees the owner's 250 blocks (one slab) and stays
+ *    alive and idle: the owner must get back at least 250 - 64 of them.
+ *    Then B's first malloc (a refill) pushes the rest: the owner, which
+ *    takes remote frees before it carves fresh blocks, must get back all
+ *    250. */
+
+#define PEND_N 250         /* not a multiple of 64: the last run is held */
+#define PEND_HELD_MAX 64   /* HAK_REMOTE_BATCH blocks of 64 bytes */
+
+struct pend_job { void **blocks; int step; pthread_mutex_t mu; pthread_cond_t cv; };
+
+static void pend_wait(struct pend_job *j, int step) {
+  pthread_mutex_lock(&j->mu);
+  while (j->step < step) pthread_cond_wait(&j->cv, &j->mu);
+  pthread_mutex_unlock(&j->mu);
+}
+static void pend_set(struct pend_job *j, int step) {
+  pthread_mutex_lock(&j->mu);
+  j->step = step;
+  pthread_cond_broadcast(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+}
+
+static void *pend_freer(void *arg) {
+  struct pend_job *j = arg;
+  for (int i = 0; i < PEND_N; i++) hak_free(j->blocks[i]);
+  pend_set(j, 1);             /* freed everything; now idle */
+  pend_wait(j, 2);
+  void *q = hak_malloc(64);   /* this thread's first malloc: a refill */
+  hak_free(q);
+  pend_set(j, 3);
+  pend_wait(j, 4);
+  return NULL;
+}
+
+/* How many of old[0..n) does allocating m blocks of 64 bytes hand back?
+ * The m blocks go to out[]. */
+static int pend_reused(void **old, int n, void **out, int m) {
+  int hits = 0;
+  for (int i = 0; i < m; i++) {
+    out[i] = hak_malloc(64);
+    REQUIRE(out[i] != NULL, "hak_malloc(64)");
+    for (int k = 0; k < n; k++) hits += out[i] == old[k];
+  }
+  return hits;
+}
+
+static void test_pending_remote_frees(void) {
+  check_begin("pending remote frees: bounded while the freer idles, pushed by its refill");
+  static void *old[PEND_N], *got[2 * PEND_N];
+  struct pend_job j = {old, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+  for (int i = 0; i < PEND_N; i++) REQUIRE((old[i] = hak_malloc(64)) != NULL, "hak_malloc(64)");
+  pthread_t b;
+  REQUIRE(pthread_create(&b, NULL, pend_freer, &j) == 0, "pthread_create");
+  pend_wait(&j, 1);
+  int first = pend_reused(old, PEND_N, got, PEND_N + PEND_HELD_MAX);
+  CHECK(first >= PEND_N - PEND_HELD_MAX && first <= PEND_N,
+        "with the freeing thread idle, %d of %d freed blocks came back (at most %d may be held)", first,
+        PEND_N, PEND_HELD_MAX);
+  for (int i = 0; i < PEND_N + PEND_HELD_MAX; i++) hak_free(got[i]);
+  pend_set(&j, 2);
+  pend_wait(&j, 3);
+  /* The free list (the blocks just freed) comes first, then the remote stack. */
+  int second = pend_reused(old, PEND_N, got, 2 * PEND_N);
+  CHECK(second == PEND_N, "after the freeing thread's refill, %d of %d freed blocks came back", second,
+        PEND_N);
+  printf("   %d of %d back while the freer idled, %d after its refill\n", first, PEND_N, second);
+  for (int i = 0; i < 2 * PEND_N; i++) hak_free(got[i]);
+  pend_set(&j, 4);
+  pthread_join(b, NULL);
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  test_pending_remote_frees();
   test_owner_alive();
   test_owner_gone();
   test_ping_pong();
