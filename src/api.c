@@ -216,12 +216,29 @@ static void *large_resize(hak_heap_t *h, void *p, size_t n)
   return l != NULL ? hak_large_resize(h, l, n) : NULL;
 }
 
+/* realloc of a block of this heap's own, owned[] proved it (fast paths on). */
+static void *realloc_local(hak_heap_t *h, void *p, size_t n)
+{
+  hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
+  if (HAK_UNLIKELY(!hak_slab_is_block(s, p))) hak_fatal("realloc(): not a block start", p);
+  if (HAK_UNLIKELY(hak_block_is_free((hak_block_t *)p))) hak_fatal("realloc(): pointer was freed", p);
+  size_t old = s->block_size;
+  if (n <= old && n >= old / 2) return p;  /* fits and wastes at most half */
+  void *q = n > HAK_SMALL_MAX && n <= HAK_MAX_ALLOC ? hak_large_alloc(h, n, HAK_MIN_ALIGN, false, true) : hak_malloc(n);
+  if (q == NULL) return NULL;
+  memcpy(q, p, old < n ? old : n);
+  hak_heap_free_local(h, p);
+  return q;
+}
+
 /* glibc's semantics: realloc(NULL, n) is malloc(n); realloc(p, 0) frees p and
  * returns NULL; on failure p is untouched. */
 void *hak_realloc(void *p, size_t n)
 {
-  if (p == NULL) return hak_malloc(n);
   hak_heap_t *h = hak_tls_heap;
+  uintptr_t k = hak_owned_key(p);
+  if (HAK_LIKELY(h->owned[k % HAK_OWNED_SLOTS] == k) && n != 0) return realloc_local(h, p, n);
+  if (p == NULL) return hak_malloc(n);
   uintptr_t tag = hak_map_get(p);
   if (tag == 0 && !hak_boot_owns(p)) return hak_sys_realloc(p, n);
   if (n == 0) {
