@@ -276,6 +276,7 @@ static void heap_reset(hak_heap_t *h)
   for (size_t i = 0; i < HAK_OWNED_SLOTS; i++) h->owned[i] = HAK_OWNED_NONE;
   h->pend_key = HAK_OWNED_NONE;
   memset(h->pend, 0, sizeof h->pend);
+  h->pend_runs = 0;
   h->tag = (uintptr_t)h | HAK_TAG_SS;
   h->ss_list = h->ss_tail = NULL;
   h->empty_ss = h->dirty_units = 0;

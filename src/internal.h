@@ -416,7 +416,7 @@ enum { HAK_HEAP_EMPTY = 0, HAK_HEAP_LIVE, HAK_HEAP_DEAD };
 /* A run of remote frees a heap holds back (remote.c): n blocks of slab (another heap's, or nobody's), linked as a free list
  * first..last (last's link unset); slab NULL when the slot is empty.
  * Thread-owned. */
-#define HAK_PEND_SLOTS 16
+#define HAK_PEND_SLOTS 32
 typedef struct hak_pend {
   hak_slab_t *slab;
   hak_block_t *first, *last;
@@ -454,6 +454,7 @@ struct hak_heap {
    * is the key (hak_owned_key) of a SuperSlab that one of them pins, or
    * HAK_OWNED_NONE. */
   uintptr_t pend_key;
+  uint32_t pend_runs;                       /* slots of pend[] in use */
   hak_pend_t pend[HAK_PEND_SLOTS];
   ck_stack_entry_t pool_link;               /* on the free-heap pool */
   struct hak_heap *all_next;                /* list of every heap ever made */

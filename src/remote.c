@@ -84,11 +84,12 @@ static HAK_NOINLINE void pend_flush(hak_heap_t *h, hak_pend_t *e)
   e->slab = NULL;
   e->first = e->last = NULL;
   e->n = 0;
+  h->pend_runs--;
 }
 
 void hak_remote_flush(hak_heap_t *h)
 {
-  for (size_t i = 0; i < HAK_PEND_SLOTS; i++)
+  for (size_t i = 0; h->pend_runs != 0 && i < HAK_PEND_SLOTS; i++)
     if (h->pend[i].slab != NULL) pend_flush(h, &h->pend[i]);
 }
 
@@ -104,6 +105,7 @@ static inline void pend_add(hak_heap_t *h, hak_pend_t *e, hak_slab_t *s, hak_blo
 static HAK_NOINLINE void pend_start(hak_heap_t *h, hak_pend_t *e, hak_slab_t *s, hak_block_t *b)
 {
   if (e->slab != NULL) pend_flush(h, e);
+  h->pend_runs++;
   e->slab = s;
   e->last = b;
   e->limit = hak_class_batch[s->cls];
