@@ -72,20 +72,31 @@ static void free_foreign(hak_heap_t *h, void *p)
   hak_sys_free(p);
 }
 
-/* A block of a SuperSlab another heap owns (or nobody: abandoned).  The
- * caller holds the RCU read lock, or p is in the SuperSlab that this heap's
- * pending frees pin (pend_key). */
-static void free_remote(hak_heap_t *h, void *p)
+/* free_remote's cases off its common path: a bad pointer, secure mode,
+ * statistics, a thread without a live heap. */
+static HAK_NOINLINE void free_remote_checked(hak_heap_t *h, hak_superslab_t *ss, hak_slab_t *s, void *p)
 {
-  hak_superslab_t *ss = hak_ss_of(p);
-  hak_slab_t *s = hak_slab_of(ss, p);
-  if (HAK_UNLIKELY(!hak_slab_is_block_remote(s, p) || hak_block_is_free((hak_block_t *)p)))
-    hak_free_invalid(p, false);
+  if (!hak_slab_is_block_remote(s, p) || hak_block_is_free((hak_block_t *)p)) hak_free_invalid(p, false);
   if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, false);
   /* Counted before the push: then the owner may reuse the slab. */
   if (HAK_UNLIKELY(hak_opt.stats)) count_free_remote(h, s->cls, s->owner_id);
-  if (HAK_LIKELY(h->state == HAK_HEAP_LIVE)) hak_remote_defer(h, s, (hak_block_t *)p);
+  if (h->state == HAK_HEAP_LIVE) hak_remote_defer(h, s, (hak_block_t *)p);
   else hak_remote_free(ss, s, (hak_block_t *)p);
+}
+
+/* A block of a SuperSlab another heap owns (or nobody: abandoned).  The
+ * caller holds the RCU read lock, or p is in the SuperSlab that this heap's
+ * pending frees pin (pend_key).  Only tail calls: no registers to save. */
+static inline void free_remote(hak_heap_t *h, void *p)
+{
+  hak_superslab_t *ss = hak_ss_of(p);
+  hak_slab_t *s = hak_slab_of(ss, p);
+  if (HAK_UNLIKELY(!hak_slab_is_block_remote(s, p) || hak_block_is_free((hak_block_t *)p) || !hak_fast_on() ||
+                   h->state != HAK_HEAP_LIVE)) {
+    free_remote_checked(h, ss, s, p);
+    return;
+  }
+  hak_remote_defer(h, s, (hak_block_t *)p);
 }
 
 /* A block of a SuperSlab this heap owns, with the fast paths off (secure
@@ -114,12 +125,14 @@ static void free_local(hak_heap_t *h, void *p)
   hak_heap_free_local(h, p);
 }
 
+/* A block of the SuperSlab this heap's pending frees pin (pend_key): it
+ * cannot be released, so neither the registry nor an RCU section is
+ * needed.  Out of line, apart from free_other, so that this common remote
+ * path saves no registers. */
+static HAK_NOINLINE void free_pinned(hak_heap_t *h, void *p) { free_remote(h, p); }
+
 static HAK_NOINLINE void free_other(hak_heap_t *h, void *p)
 {
-  if (hak_owned_key(p) == h->pend_key) {  /* pinned by this heap's pending frees */
-    free_remote(h, p);
-    return;
-  }
   uintptr_t tag = hak_map_get(p);
   if (tag == h->tag) { free_local(h, p); return; }
   if (tag == 0) { free_foreign(h, p); return; }
@@ -151,6 +164,10 @@ void hak_free(void *p)
   uintptr_t k = hak_owned_key(p);
   if (HAK_LIKELY(h->owned[k % HAK_OWNED_SLOTS] == k)) {
     hak_heap_free_local(h, p);
+    return;
+  }
+  if (k == h->pend_key) {
+    free_pinned(h, p);
     return;
   }
   free_other(h, p);

@@ -70,13 +70,7 @@ void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
  * into the SuperSlab of the latest run finds it without the registry
  * (pend_key; api.c).  The blocks carry the free-block signature, so a
  * second free of one is caught like any double free. */
-static inline hak_pend_t *pend_slot(hak_heap_t *h, const hak_slab_t *s)
-{
-  uintptr_t a = (uintptr_t)s;
-  return &h->pend[((a >> 7) ^ (a >> HAK_SS_SHIFT)) % HAK_PEND_SLOTS];
-}
-
-static HAK_NOINLINE void pend_flush(hak_heap_t *h, hak_pend_t *e)
+void hak_remote_pend_flush(hak_heap_t *h, hak_pend_t *e)
 {
   hak_slab_t *s = e->slab;
   remote_push(hak_ss_of(s), s, e->first, e->last, e->n);
@@ -90,36 +84,17 @@ static HAK_NOINLINE void pend_flush(hak_heap_t *h, hak_pend_t *e)
 void hak_remote_flush(hak_heap_t *h)
 {
   for (size_t i = 0; h->pend_runs != 0 && i < HAK_PEND_SLOTS; i++)
-    if (h->pend[i].slab != NULL) pend_flush(h, &h->pend[i]);
+    if (h->pend[i].slab != NULL) hak_remote_pend_flush(h, &h->pend[i]);
 }
 
-static inline void pend_add(hak_heap_t *h, hak_pend_t *e, hak_slab_t *s, hak_block_t *b)
+void hak_remote_pend_start(hak_heap_t *h, hak_pend_t *e, hak_slab_t *s, hak_block_t *b)
 {
-  hak_block_set_next(b, e->first);  /* last's link is set by the push */
-  e->first = b;
-  h->pend_key = hak_owned_key(s);   /* pinned by this run */
-  if (HAK_UNLIKELY(++e->n == e->limit)) pend_flush(h, e);
-}
-
-/* A run of s starts in e with b, after e's old run. */
-static HAK_NOINLINE void pend_start(hak_heap_t *h, hak_pend_t *e, hak_slab_t *s, hak_block_t *b)
-{
-  if (e->slab != NULL) pend_flush(h, e);
+  if (e->slab != NULL) hak_remote_pend_flush(h, e);
   h->pend_runs++;
   e->slab = s;
   e->last = b;
   e->limit = hak_class_batch[s->cls];
-  pend_add(h, e, s, b);
-}
-
-void hak_remote_defer(hak_heap_t *h, hak_slab_t *s, hak_block_t *b)
-{
-  hak_pend_t *e = pend_slot(h, s);
-  if (HAK_UNLIKELY(e->slab != s)) {
-    pend_start(h, e, s, b);
-    return;
-  }
-  pend_add(h, e, s, b);
+  hak_remote_pend_add(h, e, s, b);
 }
 
 /* Owner: take every block of the remote stack into s->free (or s->rfree) and set the state
