@@ -108,7 +108,14 @@ static HAK_NOINLINE void free_other(hak_heap_t *h, void *p, uintptr_t tag)
 {
   if (tag == 0) { free_foreign(h, p); return; }
   if (HAK_UNLIKELY(hak_opt.secure) && tag == h->tag) { free_local_secure(h, p); return; }
-  if (HAK_UNLIKELY(h->state == HAK_HEAP_EMPTY)) h = hak_heap_thread_get(h);
+  if (HAK_UNLIKELY(h->state == HAK_HEAP_EMPTY)) {
+    h = hak_heap_thread_get(h);
+    if (tag == h->tag) {  /* the heap it got is a parked one that owns p */
+      if (HAK_UNLIKELY(hak_opt.secure)) free_local_secure(h, p);
+      else hak_heap_free_local(h, p);
+      return;
+    }
+  }
   hak_rcu_read_lock();
   tag = hak_map_get(p);
   if ((tag & HAK_TAG_KIND) == HAK_TAG_SS) {
