@@ -176,7 +176,12 @@ static void heap_release_slab(hak_heap_t *h, hak_slab_t *s)
 _Noreturn HAK_COLD void hak_free_invalid(const void *p, bool owner)
 {
   hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
-  if (!hak_slab_is_block(s, p, owner ? s->capacity : s->reserved)) hak_fatal("free(): not a block start", p);
+  /* A block start past the carved capacity is free too when its slab went
+   * back to uncarved with every block free (hak_remote_collect): its
+   * signature is still there. */
+  if (!hak_slab_is_block(s, p, owner ? s->capacity : s->reserved) &&
+      !(owner && hak_slab_is_block(s, p, s->reserved) && hak_block_is_free((const hak_block_t *)p)))
+    hak_fatal("free(): not a block start", p);
   hak_fatal("free(): double free", p);
 }
 
