@@ -1,6 +1,6 @@
 /* The thread heap: creation, refill (the malloc slow path), local-free
- * bookkeeping, adoption of abandoned SuperSlabs, and abandonment at thread
- * exit.  The fast paths are hak_heap_alloc / hak_heap_free_local in
+ * bookkeeping, adoption of abandoned SuperSlabs, and parking (or
+ * abandonment) at thread exit.  The fast paths are hak_heap_alloc / hak_heap_free_local in
  * internal.h. */
 #include <errno.h>
 #include <pthread.h>
