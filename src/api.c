@@ -136,7 +136,13 @@ static HAK_NOINLINE void free_other(hak_heap_t *h, void *p)
   uintptr_t tag = hak_map_get(p);
   if (tag == h->tag) { free_local(h, p); return; }
   if (tag == 0) { free_foreign(h, p); return; }
-  if (HAK_UNLIKELY(h->state == HAK_HEAP_EMPTY)) h = hak_heap_thread_get(h);
+  if (HAK_UNLIKELY(h->state == HAK_HEAP_EMPTY)) {
+    h = hak_heap_thread_get(h);
+    if (tag == h->tag) {  /* the heap it got is a parked one that owns p */
+      free_local(h, p);
+      return;
+    }
+  }
   hak_rcu_read_lock();
   tag = hak_map_get(p);
   if ((tag & HAK_TAG_KIND) == HAK_TAG_SS) {

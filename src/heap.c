@@ -1,6 +1,6 @@
 /* The thread heap: creation, refill (the malloc slow path), local-free
- * bookkeeping, adoption of abandoned SuperSlabs, and abandonment at thread
- * exit.  The fast paths are hak_heap_pop / hak_heap_free_local in
+ * bookkeeping, adoption of abandoned SuperSlabs, and parking (or
+ * abandonment) at thread exit.  The fast paths are hak_heap_pop / hak_heap_free_local in
  * internal.h. */
 #include <errno.h>
 #include <pthread.h>
@@ -33,6 +33,98 @@ static pthread_key_t heap_key;
 #define ABANDON_KEEP_DIRTY ((size_t)8 << 20)  /* free pages an exiting heap may leave */
 
 hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&all_heaps, memory_order_acquire); }
+
+/* ------------------------------------------------------------ parked heaps */
+
+/* A thread that exits parks its heap instead of abandoning it: the heap keeps
+ * its SuperSlabs, slabs and lists, and the next thread that starts takes it
+ * whole.  A thread pool that retires and respawns its workers, or a server
+ * that spawns a thread per task, then costs no adoption, no fresh slab per
+ * size class and no page faults on purged memory per thread (abandoning
+ * spread the blocks of a 2-thread turnover run over 4x the SuperSlabs and
+ * refaulted most of their pages).  Parking gives back what abandoning did:
+ * remote frees are collected, empty slabs and SuperSlabs released, free pages
+ * purged (ABANDON_KEEP_DIRTY kept).  While parked, remote freers go on as if
+ * the thread were alive (remote stacks; the delayed list of full slabs, which
+ * the heap's next owner drains); nobody else touches the heap.  A heap
+ * parked longer than the purge delay, or beyond hak_opt.parked_heaps of them, is
+ * abandoned (handed to the living threads as before) by the next thread that
+ * parks, maintains its heap or collects, so its memory and the blocks freed
+ * into it are not kept from the living threads.
+ * Invariants: a heap is on the list (newest first through park_next) iff it
+ * was parked and not taken since; its state is then HAK_HEAP_DEAD; the list
+ * and every parked heap's fields belong to the holder of park_lock, and a
+ * heap taken off the list to its taker.  park_count mirrors the list's length
+ * (written under the lock; read without it only as a hint). */
+static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_heap_t *park_newest, *park_oldest;      /* under park_lock */
+static _Atomic(uint32_t) park_count;
+
+/* Under park_lock. */
+static void park_unlink(hak_heap_t *h)
+{
+  if (h->park_prev) h->park_prev->park_next = h->park_next;
+  else park_newest = h->park_next;
+  if (h->park_next) h->park_next->park_prev = h->park_prev;
+  else park_oldest = h->park_prev;
+  h->park_prev = h->park_next = NULL;
+  atomic_store_explicit(&park_count, atomic_load_explicit(&park_count, memory_order_relaxed) - 1,
+                        memory_order_relaxed);
+}
+
+static void park_push(hak_heap_t *h)
+{
+  pthread_mutex_lock(&park_lock);
+  h->park_prev = NULL;
+  h->park_next = park_newest;
+  if (park_newest) park_newest->park_prev = h;
+  else park_oldest = h;
+  park_newest = h;
+  atomic_store_explicit(&park_count, atomic_load_explicit(&park_count, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+  pthread_mutex_unlock(&park_lock);
+}
+
+/* The heap parked longest, off the list: first in, first out, so that with
+ * many threads exiting and starting none waits until it expires (taking the
+ * newest first, a 16-thread turnover run abandoned most heaps as expired
+ * and mapped 4x the SuperSlabs). */
+static hak_heap_t *park_take_oldest(void)
+{
+  if (atomic_load_explicit(&park_count, memory_order_relaxed) == 0) return NULL;
+  pthread_mutex_lock(&park_lock);
+  hak_heap_t *h = park_oldest;
+  if (h != NULL) park_unlink(h);
+  pthread_mutex_unlock(&park_lock);
+  return h;
+}
+
+/* The oldest parked heap if it is due (parked for the purge delay, too many
+ * parked, or all), off the list; else NULL. */
+static hak_heap_t *park_take_due(uint64_t now, bool all)
+{
+  if (atomic_load_explicit(&park_count, memory_order_relaxed) == 0) return NULL;
+  pthread_mutex_lock(&park_lock);
+  hak_heap_t *h = park_oldest;
+  if (h != NULL && !all && atomic_load_explicit(&park_count, memory_order_relaxed) <= hak_opt.parked_heaps &&
+      now - h->parked_ms < hak_opt.purge_delay_ms)
+    h = NULL;
+  if (h != NULL) park_unlink(h);
+  pthread_mutex_unlock(&park_lock);
+  return h;
+}
+
+static void heap_give_up(hak_heap_t *h);
+
+/* Abandon the parked heaps that are due (see park_take_due). */
+static void park_expire(uint64_t now, bool all)
+{
+  for (hak_heap_t *p; (p = park_take_due(now, all)) != NULL;) {
+    p->state = HAK_HEAP_LIVE;  /* ours now: torn down as its owner would */
+    heap_give_up(p);
+    hak_handoff_push(&pool, &p->pool_link);
+  }
+}
 
 /* ------------------------------------------------------------ partial lists */
 
@@ -85,7 +177,12 @@ static void heap_release_slab(hak_heap_t *h, hak_slab_t *s)
 _Noreturn HAK_COLD void hak_free_invalid(const void *p, bool owner)
 {
   hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
-  if (!(owner ? hak_slab_is_block(s, p) : hak_slab_is_block_remote(s, p))) hak_fatal("free(): not a block start", p);
+  /* A block start past the carved capacity is free too when its slab went
+   * back to uncarved with every block free (hak_remote_collect): its
+   * signature is still there. */
+  if (!(owner ? hak_slab_is_block(s, p) : hak_slab_is_block_remote(s, p)) &&
+      !(owner && hak_slab_is_block_remote(s, p) && hak_block_is_free((const hak_block_t *)p)))
+    hak_fatal("free(): not a block start", p);
   hak_fatal("free(): double free", p);
 }
 
@@ -178,19 +275,22 @@ static void heap_sweep_abandoned(hak_heap_t *h)
 /* --------------------------------------------------------- maintenance */
 
 /* Now and then (at most every purge delay), take the remote frees waiting on
- * every partial slab, so a slab whose blocks were all freed by other threads
- * goes back even if this thread never allocates its class again. */
+ * every partial slab that they would empty, so a slab whose blocks were all
+ * freed by other threads goes back even if this thread never allocates its
+ * class again (the others wait for a refill: collecting them now would walk
+ * their lists). */
 static void heap_maintain(hak_heap_t *h)
 {
   uint64_t now = hak_os_now_ms();
   if (now - h->maintained_ms < hak_opt.purge_delay_ms) return;
   h->maintained_ms = now;
+  park_expire(now, false);
   hak_large_decay();  /* large cache entries idle past the delay give their pages back */
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
     hak_slab_t *s = h->partial[c];
     for (size_t n = s ? 1 : 0; s != NULL; n++) {
       hak_slab_t *next = s->next == h->partial[c] ? NULL : s->next;
-      if (hak_remote_collect(s, HAK_RS_KEEP) > 0 && s->used == 0) {
+      if (hak_remote_pending(s) == s->used && hak_remote_collect(s, HAK_RS_KEEP) > 0 && s->used == 0) {
         partial_remove(h, s);
         heap_release_slab(h, s);
       }
@@ -304,8 +404,15 @@ static hak_heap_t *heap_new(void)
   return h;
 }
 
-hak_heap_t *hak_heap_acquire(void)
+/* A heap for a thread: a parked one as it is (warm), else an empty one. */
+static hak_heap_t *heap_acquire(bool warm)
 {
+  hak_heap_t *p = warm ? park_take_oldest() : NULL;
+  if (p != NULL) {
+    hak_stats_heap_start(p);
+    p->state = HAK_HEAP_LIVE;
+    return p;
+  }
   ck_stack_entry_t *e = hak_handoff_pop(&pool);
   hak_heap_t *h = e ? (hak_heap_t *)((char *)e - offsetof(hak_heap_t, pool_link)) : heap_new();
   if (h == NULL) return NULL;
@@ -315,9 +422,11 @@ hak_heap_t *hak_heap_acquire(void)
   return h;
 }
 
+hak_heap_t *hak_heap_acquire(void) { return heap_acquire(false); }
+
 static hak_heap_t *heap_thread_start(void)
 {
-  hak_heap_t *h = hak_heap_acquire();
+  hak_heap_t *h = heap_acquire(true);
   if (h == NULL) return NULL;
   hak_tls_heap = h;                      /* before setspecific, which may allocate */
   if (pthread_setspecific(heap_key, h) != 0) {  /* runs heap_thread_exit at thread exit */
@@ -378,7 +487,7 @@ static void *heap_alloc_not_live(hak_heap_t *h, size_t cls)
  * 3. Remote stacks are drained; empty slabs and SuperSlabs are released.
  * 4. SuperSlabs still holding live blocks are abandoned on the ck stack.
  * 5. Counters are folded into the totals and the heap goes to the pool. */
-void hak_heap_abandon(hak_heap_t *h)
+static void heap_give_up(hak_heap_t *h)
 {
   hak_slab_t *s;
   hak_remote_flush(h);
@@ -423,8 +532,55 @@ void hak_heap_abandon(hak_heap_t *h)
     hak_handoff_abandon(ss);
   }
   hak_stats_fold(h);
+}
+
+void hak_heap_abandon(hak_heap_t *h)
+{
+  heap_give_up(h);
   hak_gcount(&hak_gstats.heaps_abandoned, 1);
   hak_handoff_push(&pool, &h->pool_link);
+}
+
+/* Thread exit, keeping the heap for the next thread (see "parked heaps"):
+ * give back what abandoning would, then park it. */
+static void heap_park(hak_heap_t *h)
+{
+  hak_remote_flush(h);  /* blocks of other heaps' slabs go back now */
+  heap_sweep_abandoned(h);
+  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_remote_drain_delayed(h);
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+    hak_slab_t *s = h->cur[c];
+    if (s != &hak_slab_empty && hak_remote_pending(s) == s->used) {
+      hak_remote_collect(s, HAK_RS_KEEP);
+      if (s->used == 0) {
+        h->cur[c] = &hak_slab_empty;
+        heap_release_slab(h, s);
+      }
+    }
+    s = h->partial[c];
+    for (size_t n = s ? 1 : 0; s != NULL; n++) {
+      hak_slab_t *next = s->next == h->partial[c] ? NULL : s->next;
+      if (hak_remote_pending(s) == s->used && hak_remote_collect(s, HAK_RS_KEEP) > 0 && s->used == 0) {
+        partial_remove(h, s);
+        heap_release_slab(h, s);
+      }
+      s = next;
+      if (n > 4096) break;
+    }
+  }
+  hak_superslab_t *next;
+  for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
+    next = ss->next;
+    if (hak_ss_empty(ss) && h->empty_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
+  }
+  hak_ss_purge(h, (size_t)h->dirty_units * HAK_UNIT_SIZE > ABANDON_KEEP_DIRTY);
+  hak_stats_fold(h);
+  hak_gcount(&hak_gstats.heaps_abandoned, 1);
+  uint64_t now = hak_os_now_ms();
+  h->state = HAK_HEAP_DEAD;
+  h->parked_ms = now;
+  park_push(h);
+  park_expire(now, false);
 }
 
 static void heap_thread_exit(void *arg)
@@ -432,13 +588,16 @@ static void heap_thread_exit(void *arg)
   hak_heap_t *h = arg;
   if (h == NULL || h != hak_tls_heap || h->state != HAK_HEAP_LIVE) return;
   hak_tls_heap = &hak_heap_dead;
-  hak_heap_abandon(h);
+  if (hak_opt.parked_heaps != 0) heap_park(h);
+  else hak_heap_abandon(h);
 }
 
 /* Return what this heap caches: empty current slabs, delayed frees, free
  * pages; then unmap every retired region. */
 void hak_heap_collect(hak_heap_t *h, bool force)
 {
+  /* Parked heaps are handed to the living threads (and purged). */
+  if (force) park_expire(hak_os_now_ms(), true);
   if (h->state == HAK_HEAP_LIVE) {
     hak_remote_flush(h);
     /* Adopt what exited threads left: their free blocks come back. */
@@ -471,6 +630,7 @@ void hak_heap_init(void)
 void hak_heap_before_fork(void)
 {
   pthread_mutex_lock(&chunk_lock);
+  pthread_mutex_lock(&park_lock);
   hak_handoff_before_fork(&pool);
   hak_handoff_before_fork(&hak_abandoned);
 }
@@ -481,8 +641,19 @@ void hak_heap_after_fork(bool child)
   if (child && h->state == HAK_HEAP_LIVE)
     for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next)
       FOR_EACH_SLAB(ss, s) hak_remote_after_fork_child(s);
+  /* Parked heaps' slabs too: their freers may have been between the steps
+   * of a delayed hand-over. */
+  if (child)
+    for (hak_heap_t *p = park_newest; p != NULL; p = p->park_next)
+      for (hak_superslab_t *ss = p->ss_list; ss != NULL; ss = ss->next)
+        FOR_EACH_SLAB(ss, s) hak_remote_after_fork_child(s);
   hak_handoff_after_fork(&hak_abandoned, child);
   hak_handoff_after_fork(&pool, child);
-  if (child) pthread_mutex_init(&chunk_lock, NULL);
-  else pthread_mutex_unlock(&chunk_lock);
+  if (child) {
+    pthread_mutex_init(&park_lock, NULL);
+    pthread_mutex_init(&chunk_lock, NULL);
+  } else {
+    pthread_mutex_unlock(&park_lock);
+    pthread_mutex_unlock(&chunk_lock);
+  }
 }

@@ -366,6 +366,7 @@ typedef struct hak_options {
   uint32_t purge_delay_ms;   /* HAKMEM_PURGE_DELAY_MS: keep free pages this long */
   size_t purge_threshold;    /* HAKMEM_PURGE_THRESHOLD_KB: purge at once above */
   uint32_t ss_reserve;       /* HAKMEM_SS_RESERVE: empty SuperSlabs a heap keeps */
+  uint32_t parked_heaps;     /* HAKMEM_PARKED_HEAPS: exited threads' heaps kept whole */
   uint32_t retire_batch;     /* HAKMEM_RETIRE_BATCH: regions per grace period */
   uint32_t ss_cache;         /* HAKMEM_SS_CACHE: empty SuperSlabs kept for any heap */
   size_t large_cache;        /* HAKMEM_LARGE_CACHE_KB: freed large mappings kept */
@@ -428,7 +429,8 @@ typedef struct hak_pend {
 static inline uintptr_t hak_owned_key(const void *p) { return (uintptr_t)p >> HAK_SS_SHIFT; }
 
 /* A thread heap.  Everything but `delayed` and `stats` is touched only by the
- * thread that owns the heap.  cur[c] is never NULL (it points at the shared
+ * thread that owns the heap (a parked heap, see heap.c: by the thread that
+ * took it off the parked list, under the list's lock).  cur[c] is never NULL (it points at the shared
  * empty slab when the class has no slab), so the fast path has one test.
  * Heaps are never unmapped: a heap whose thread exited goes back to the pool
  * and is reused, so a stale pointer to it never faults. */
@@ -458,6 +460,8 @@ struct hak_heap {
   hak_pend_t pend[HAK_PEND_SLOTS];
   ck_stack_entry_t pool_link;               /* on the free-heap pool */
   struct hak_heap *all_next;                /* list of every heap ever made */
+  struct hak_heap *park_prev, *park_next;   /* on the parked list (heap.c), under its lock */
+  uint64_t parked_ms;                       /* when its thread exited and it was parked */
   /* Blocks freed by other threads into this heap's full slabs (MPSC stack:
    * remote freers push with CAS, the owner takes all with one exchange). */
   _Alignas(HAK_CACHE_LINE) _Atomic(hak_block_t *) delayed;
@@ -587,6 +591,7 @@ static inline void hak_remote_defer(hak_heap_t *h, hak_slab_t *s, hak_block_t *b
   else hak_remote_pend_add(h, e, s, b);
 }
 uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state);
+uint32_t hak_remote_pending(hak_slab_t *s);
 bool hak_remote_mark_full(hak_slab_t *s);
 void hak_remote_set_state(hak_slab_t *s, uintptr_t state);
 void hak_remote_drain_delayed(hak_heap_t *h);

@@ -40,6 +40,10 @@
   X(ss_reserve, "HAKMEM_SS_RESERVE", "", 0, 1, 0, 1024, "empty SuperSlabs (2 MiB) each heap keeps")       \
   X(ss_cache, "HAKMEM_SS_CACHE", "", 0, 16, 0, 65536,                                                      \
     "empty (purged) SuperSlabs kept mapped for reuse by any thread instead of unmapped")                  \
+  X(parked_heaps, "HAKMEM_PARKED_HEAPS", "", 0, 16, 0, 4096,                                             \
+    "heaps of exited threads kept whole (SuperSlabs, slabs, free pages up to 8 MiB each) for the next "   \
+    "threads to start, each for at most the purge delay; `0`: a thread's SuperSlabs are handed to the "   \
+    "living threads when it exits")                                                                      \
   X(retire_batch, "HAKMEM_RETIRE_BATCH", "", 0, 16, 1, 65536,                                              \
     "regions unmapped per RCU grace period")                                                              \
   X(large_cache, "HAKMEM_LARGE_CACHE_KB", "KiB", 10, 65536, 0, 1073741824,                                 \

@@ -183,7 +183,20 @@ static void *churn(void *arg) {
   return NULL;
 }
 
+/* Blocks of a thread that exited before the fork: its heap is parked then
+ * (a new thread of the child takes it). */
+static void *parked[64];
+static void *short_lived(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 64; i++) {
+    parked[i] = hak_malloc((size_t)i * 48 + 16);
+    if (parked[i]) memset(parked[i], 5, 16);
+  }
+  return NULL;
+}
+
 static int child_work(void) {
+  for (int i = 0; i < 64; i++) hak_free(parked[i]);  /* into the parked heap */
   /* The child uses the allocator for all size ranges, and from a new thread. */
   void *p[1000];
   for (int round = 0; round < 20; round++) {
@@ -226,6 +239,9 @@ static void test_fork_threads(void) {
   for (int i = 0; i < forks; i++) {
     /* The parent allocates too, so the fork can land anywhere. */
     for (int k = 0; k < 500; k++) hak_free(hak_malloc((size_t)(k * 13 + i) % 4000));
+    pthread_t sl;
+    REQUIRE(pthread_create(&sl, NULL, short_lived, NULL) == 0, "pthread_create");
+    pthread_join(sl, NULL);
     fflush(NULL);
     pid_t pid = fork();
     REQUIRE(pid >= 0, "fork: %s", strerror(errno));
@@ -240,6 +256,7 @@ static void test_fork_threads(void) {
           WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
           WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? " (hung: a lock held at fork time?)" : "");
     ok += good;
+    for (int k = 0; k < 64; k++) hak_free(parked[k]);
   }
   atomic_store(&stop_churn, true);
   pthread_join(t[0], NULL);

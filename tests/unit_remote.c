@@ -7,9 +7,14 @@
  *    first), at least 90% of the first N addresses must come back (the remote
  *    frees reached A's slabs and A reuses them); after A frees
  *    everything, live_bytes is back where it started.
- * 2. Owner gone: in each round a thread allocates many blocks and exits; a
- *    second thread frees them.  Over the rounds mapped memory must stay
- *    bounded: abandoned slabs are found again once emptied.
+ * 2. Owner gone: in each round a thread allocates many blocks and exits;
+ *    the main thread, which has a heap of its own, frees them (remote frees
+ *    into the exited thread's parked heap) and collects (parked heaps are
+ *    abandoned, their SuperSlabs adopted).  Over the rounds mapped memory
+ *    must stay bounded: abandoned slabs are found again once emptied.
+ * 2b. Heir: a thread allocates blocks and exits; the next thread to start
+ *    takes its parked heap whole: it frees those blocks as its own (no
+ *    remote free) and its new blocks come from the same SuperSlabs.
  * 3. Ping-pong: two threads allocate blocks and hand them to each other to
  *    check and free; every block is a remote free, contents intact, counters
  *    balanced at the end.
@@ -220,6 +225,7 @@ static void test_owner_gone(void) {
   const size_t sizes[] = {128, 64, 1000}; /* each round uses one of these */
   void **blocks = malloc(N * sizeof(void *));
   REQUIRE(blocks != NULL, "test's own malloc failed");
+  hak_free(hak_malloc(1)); /* main has a heap: its frees below are remote */
   hak_stats_t base = stats_now(), after1 = base;
   for (int r = 0; r < ROUNDS; r++) {
     size_t size = sizes[r % 3];
@@ -229,8 +235,7 @@ static void test_owner_gone(void) {
     pthread_join(t, NULL);
     CHECK(!aj.failed, "round %d: allocation of %d blocks of %zu failed", r, N, size);
     struct free_job fj = {blocks, aj.n, size, 0};
-    REQUIRE(pthread_create(&t, NULL, freeing_thread, &fj) == 0, "pthread_create");
-    pthread_join(t, NULL);
+    freeing_thread(&fj);  /* main: a remote free into the parked heap */
     CHECK(fj.corrupt == 0, "round %d: %zu blocks corrupted", r, fj.corrupt);
     hak_collect();
     if (r == 2) after1 = stats_now(); /* every size has been through once */
@@ -255,6 +260,64 @@ static void test_owner_gone(void) {
          (unsigned long long)after1.mapped_bytes, ROUNDS, (unsigned long long)end.mapped_bytes,
          (unsigned long long)end.superslabs_mapped, (unsigned long long)end.superslabs_unmapped,
          (unsigned long long)end.superslabs_adopted);
+  free(blocks);
+}
+
+/* ------------------------------------------------------------------ */
+/* 2b. Heir: the next thread takes an exited thread's heap whole. */
+
+struct heir_job { void **blocks; size_t n, size, corrupt, reused; };
+
+static void *heir_thread(void *arg) {
+  struct heir_job *j = arg;
+  for (size_t i = 0; i < j->n; i++) {
+    unsigned char *b = j->blocks[i];
+    if (b[0] != (unsigned char)(i & 0xff) || b[j->size - 1] != (unsigned char)(i & 0xff)) j->corrupt++;
+    hak_free(b);
+  }
+  /* The memory freed above is this heap's: the new blocks come from the
+   * same SuperSlabs (2 MiB regions). */
+  void **again = malloc(j->n * sizeof *again);
+  if (again == NULL) return NULL;
+  for (size_t i = 0; i < j->n; i++) {
+    void *p = again[i] = hak_malloc(j->size);
+    for (size_t k = 0; k < j->n && p != NULL; k++)
+      if ((uintptr_t)p >> 21 == (uintptr_t)j->blocks[k] >> 21) { j->reused++; break; }
+  }
+  for (size_t i = 0; i < j->n; i++) hak_free(again[i]);
+  free(again);
+  return NULL;
+}
+
+static void test_heir(void) {
+  check_begin("the next thread takes an exited thread's heap");
+  enum { N = 2000 };
+  const size_t size = 96;
+  void **blocks = malloc(N * sizeof(void *));
+  REQUIRE(blocks != NULL, "test's own malloc failed");
+  hak_collect(); /* no parked heap is left from the tests before */
+  hak_stats_t s0 = stats_now();
+  struct gone_job aj = {blocks, N, size, false};
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, alloc_and_exit, &aj) == 0, "pthread_create");
+  pthread_join(t, NULL);
+  REQUIRE(!aj.failed, "allocation of %d blocks of %zu failed", N, size);
+  struct heir_job hj = {blocks, N, size, 0, 0};
+  REQUIRE(pthread_create(&t, NULL, heir_thread, &hj) == 0, "pthread_create");
+  pthread_join(t, NULL);
+  hak_stats_t s1 = stats_now();
+  CHECK(hj.corrupt == 0, "%zu blocks corrupted", hj.corrupt);
+  CHECK(s1.remote_frees == s0.remote_frees, "the heir's frees of the parked heap's blocks counted %llu remote",
+        (unsigned long long)(s1.remote_frees - s0.remote_frees));
+  CHECK(hj.reused == N, "only %zu of the heir's %d new blocks are in the exited thread's SuperSlabs", hj.reused, N);
+  CHECK(s1.superslabs_mapped == s0.superslabs_mapped, "%llu SuperSlabs mapped meanwhile",
+        (unsigned long long)(s1.superslabs_mapped - s0.superslabs_mapped));
+  CHECK(s1.allocs - s0.allocs == s1.frees - s0.frees, "%llu allocs, %llu frees",
+        (unsigned long long)(s1.allocs - s0.allocs), (unsigned long long)(s1.frees - s0.frees));
+  CHECK(s1.live_bytes == s0.live_bytes, "live_bytes %llu, %llu at the start", (unsigned long long)s1.live_bytes,
+        (unsigned long long)s0.live_bytes);
+  printf("   heir: %zu of %d new blocks in the parked heap's SuperSlabs, remote_frees +%llu\n", hj.reused, N,
+         (unsigned long long)(s1.remote_frees - s0.remote_frees));
   free(blocks);
 }
 
@@ -503,6 +566,7 @@ int main(void) {
   test_pending_remote_frees();
   test_owner_alive();
   test_owner_gone();
+  test_heir();
   test_ping_pong();
   test_realloc_first_call();
   return check_finish("unit_remote");
