@@ -533,9 +533,12 @@ static inline void hak_heap_push_block(hak_heap_t *h, hak_slab_t *s, hak_block_t
 {
   hak_block_set_next(b, s->free);
   s->free = b;
-  s->used--;
-  if (HAK_UNLIKELY(s->state != HAK_SLAB_CUR) && (s->used == 0 || s->state == HAK_SLAB_FULL))
-    hak_heap_free_local_slow(h, s);
+  uint32_t used = --s->used;
+  unsigned st = s->state;
+  /* One rarely taken branch, computed without branches: whether the slab
+   * is the current one varies from free to free (a free of a random block
+   * mispredicted 0.3 times per larson step on "state != CUR" alone). */
+  if (HAK_UNLIKELY((st == HAK_SLAB_FULL) | ((used == 0) & (st != HAK_SLAB_CUR)))) hak_heap_free_local_slow(h, s);
 }
 
 /* Free of a block in a SuperSlab this heap owns (the caller proved it:
