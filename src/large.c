@@ -28,9 +28,15 @@
  * What makes big blocks fast is not touching fresh memory: on these VMs a
  * 4 KiB page fault costs about 15 us, so a fresh 16 MiB buffer costs 60 ms
  * of faults before the program writes a byte.  Hence:
- *  - Huge pages: the 2 MiB regions a block covers whole are advised
- *    MADV_HUGEPAGE, so one fault maps 2 MiB (a partly used tail region keeps
- *    4 KiB pages, so RSS still follows use).
+ *  - Huge pages: the block area past the first 2 MiB region is advised
+ *    MADV_HUGEPAGE, so one fault maps 2 MiB (the first region, which holds
+ *    the header, keeps 4 KiB pages).  Purges never split a huge page (see
+ *    large_region_floor): a split region faults 4 KiB at a time for good.
+ *  - Fresh pages cost far more than reused ones here: in buffers mode of
+ *    bench/large, the kernel's zeroing of new huge pages took 45% of the
+ *    time for 2.2 MiB per allocation, memset of reused ones 12% for 11.6
+ *    MiB.  So a mapping is reused, and only the pages beyond what its
+ *    next block needs (more than an eighth of that block) go back.
  *  - A cache of freed mappings (CACHE_SLOTS slots; committed pages at most
  *    hak_opt.large_cache bytes, and above a quarter of that at most half
  *    the large bytes still live; beyond that a mapping is cached as address
