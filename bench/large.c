@@ -37,7 +37,11 @@
  * `seconds` elapse or, if LARGE_ITERS=N is set, for exactly N steps.
  *
  * ops = malloc + calloc + realloc calls.  Prints one RESULT line (see
- * bench_util.h) with the extras mode=..., and for mixed: reallocs=N remote=P%.
+ * bench_util.h) with the extras mode=..., live_peak_mib=N (the most bytes
+ * live at once, setup included: the floor for any allocator's peak RSS;
+ * it grows with the number of steps run, so a faster allocator meets a
+ * higher one in the same seconds -- compare RSS at equal LARGE_ITERS), and
+ * for mixed: reallocs=N remote=P%.
  */
 #include "bench_util.h"
 
@@ -71,7 +75,8 @@ typedef struct {
     uint64_t iters;           /* 0: run until stopped */
     atomic_bool stop;
     pthread_barrier_t start;
-    atomic_size_t live;       /* mixed: bytes in live blocks + exchange slots */
+    atomic_size_t live;       /* bytes in live blocks (+ exchange slots; mixed: reserved first) */
+    atomic_size_t live_peak;  /* the most `live` has been */
     _Atomic(hdr *) xchg[NXCHG];
     uint32_t xchg_permille;   /* probability of going through the exchange */
     atomic_ullong bad;
@@ -125,10 +130,19 @@ static void release(worker *w, hdr *h)
     } else if (h->owner != (uint32_t)w->id) {
         w->remote_frees++;
     }
-    if (w->s->mode == MODE_MIXED && h->magic == MAGIC && h->size <= MIXED_MAX)
+    if (h->magic == MAGIC && h->size <= MIXED_MAX)
         atomic_fetch_sub(&w->s->live, (size_t)h->size);
     free(h);
     w->frees++;
+}
+
+/* Raises live_peak to at least `live` (after adding n bytes). */
+static void note_live(shared_state *s, size_t n)
+{
+    size_t live = atomic_fetch_add(&s->live, n) + n;
+    size_t peak = atomic_load_explicit(&s->live_peak, memory_order_relaxed);
+    while (live > peak && !atomic_compare_exchange_weak(&s->live_peak, &peak, live))
+        ;
 }
 
 static void init_block(worker *w, hdr *h, size_t size, bench_rng *r)
@@ -162,6 +176,7 @@ static hdr *new_buffer(worker *w, bench_rng *r)
     }
     hdr *h = (hdr *)p;
     init_block(w, h, size, r);
+    note_live(w->s, size);
     return h;
 }
 
@@ -177,8 +192,10 @@ static size_t reserve(shared_state *s, size_t want)
             want = want / 2 < MIXED_MIN ? MIXED_MIN : want / 2;
             continue;
         }
-        if (atomic_compare_exchange_weak(&s->live, &cur, cur + want))
+        if (atomic_compare_exchange_weak(&s->live, &cur, cur + want)) {
+            note_live(s, 0);
             return want;
+        }
     }
 }
 
@@ -186,8 +203,10 @@ static bool reserve_exact(shared_state *s, size_t want)
 {
     size_t cur = atomic_load(&s->live);
     while (cur + want <= MIXED_CAP)
-        if (atomic_compare_exchange_weak(&s->live, &cur, cur + want))
+        if (atomic_compare_exchange_weak(&s->live, &cur, cur + want)) {
+            note_live(s, 0);
             return true;
+        }
     return false;
 }
 
@@ -346,6 +365,7 @@ int main(int argc, char **argv)
         s.xchg_permille = 1000;
     atomic_init(&s.stop, false);
     atomic_init(&s.live, 0);
+    atomic_init(&s.live_peak, 0);
     atomic_init(&s.bad, 0);
     for (int j = 0; j < NXCHG; j++)
         atomic_init(&s.xchg[j], NULL);
@@ -392,12 +412,13 @@ int main(int argc, char **argv)
     }
     pthread_barrier_destroy(&s.start);
 
-    char extra[96];
+    char extra[128];
+    size_t peak_mib = atomic_load(&s.live_peak) >> 20;
     if (s.mode == MODE_MIXED)
-        snprintf(extra, sizeof extra, "mode=mixed reallocs=%llu remote=%.1f%%",
+        snprintf(extra, sizeof extra, "mode=mixed live_peak_mib=%zu reallocs=%llu remote=%.1f%%", peak_mib,
                  (unsigned long long)reallocs, frees ? 100.0 * (double)remote / (double)frees : 0.0);
     else
-        snprintf(extra, sizeof extra, "mode=buffers buffers=%d",
+        snprintf(extra, sizeof extra, "mode=buffers live_peak_mib=%zu buffers=%d", peak_mib,
                  threads * (BUF_TOTAL / threads < BUF_MIN_PER_THREAD ? BUF_MIN_PER_THREAD
                                                                       : BUF_TOTAL / threads));
     bench_report("large", threads, t_end - t0, ops, extra);
@@ -407,7 +428,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "large: %llu bad blocks\n", bad);
         return 3;
     }
-    if (s.mode == MODE_MIXED && atomic_load(&s.live) != 0) {
+    if (atomic_load(&s.live) != 0) {
         fprintf(stderr, "large: %zu live bytes left after the final frees\n",
                 atomic_load(&s.live));
         return 3;
