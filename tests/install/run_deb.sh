@@ -45,13 +45,18 @@ depends=$(dpkg-deb -f "$deb" Depends)
 # libhakmem.so.0 needs liburcu-bp.so.8 (liburcu8) and libc.
 [[ $depends =~ (^|, )liburcu8( |,|$) ]] || fail "Depends lacks liburcu8: '$depends'"
 [[ $depends =~ (^|, )libc6( |,|$) ]] || fail "Depends lacks libc6: '$depends'"
-dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep -qx './shlibs' || fail "no shlibs control file"
-dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./triggers | grep -qx 'activate-noawait ldconfig' ||
+# Listings go to files first: with pipefail, `grep -q` exiting at its first
+# match can kill the writer with SIGPIPE and fail the pipeline.
+dpkg-deb --ctrl-tarfile "$deb" > "$work/control.tar"
+tar -tf "$work/control.tar" > "$work/control.list"
+grep -qx './shlibs' "$work/control.list" || fail "no shlibs control file"
+tar -xOf "$work/control.tar" ./triggers > "$work/triggers"
+grep -qx 'activate-noawait ldconfig' "$work/triggers" ||
   fail "no ldconfig trigger"
 # The maintainer scripts leave ldconfig to the trigger (they would run it on
 # the host below, not in the scratch root).
 for script in postinst postrm; do
-  if dpkg-deb --ctrl-tarfile "$deb" | tar -xO "./$script" 2>/dev/null | grep -v '^#' | grep -q ldconfig; then
+  if tar -xOf "$work/control.tar" "./$script" 2>/dev/null | grep -v '^#' | grep ldconfig >/dev/null; then
     fail "$script runs ldconfig"
   fi
 done

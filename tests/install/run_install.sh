@@ -54,7 +54,7 @@ check_shared() {
 }
 # check_api BINARY: the hak_* API from the static library.
 check_api() {
-  if objdump -p "$1" | grep -q 'NEEDED.*libhakmem'; then fail "$1 needs libhakmem.so"; fi
+  if objdump -p "$1" | grep 'NEEDED.*libhakmem' >/dev/null; then fail "$1 needs libhakmem.so"; fi
   HAKMEM_STATS=1 "$1" > "$1.out" 2> "$1.err" || { cat "$1.out" "$1.err"; fail "$1 failed"; }
   cat "$1.out"
 }
