@@ -274,6 +274,23 @@ static void heap_sweep_abandoned(hak_heap_t *h)
 
 /* --------------------------------------------------------- maintenance */
 
+/* Release the partial slabs of class c whose remaining blocks all wait on
+ * their remote stacks (collected only then: no list walk, hak_remote_collect),
+ * at most 4096 of them (a heap with more catches up next time). */
+static void heap_sweep_partial(hak_heap_t *h, size_t c)
+{
+  hak_slab_t *s = h->partial[c];
+  for (size_t n = s ? 1 : 0; s != NULL; n++) {
+    hak_slab_t *next = s->next == h->partial[c] ? NULL : s->next;
+    if (hak_remote_pending(s) == s->used && hak_remote_collect(s, HAK_RS_KEEP) > 0 && s->used == 0) {
+      partial_remove(h, s);
+      heap_release_slab(h, s);
+    }
+    s = next;
+    if (n > 4096) break;
+  }
+}
+
 /* Now and then (at most every purge delay), take the remote frees waiting on
  * every partial slab that they would empty, so a slab whose blocks were all
  * freed by other threads goes back even if this thread never allocates its
@@ -287,16 +304,7 @@ static void heap_maintain(hak_heap_t *h)
   park_expire(now, false);
   hak_large_decay();  /* large cache entries idle past the delay give their pages back */
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
-    hak_slab_t *s = h->partial[c];
-    for (size_t n = s ? 1 : 0; s != NULL; n++) {
-      hak_slab_t *next = s->next == h->partial[c] ? NULL : s->next;
-      if (hak_remote_pending(s) == s->used && hak_remote_collect(s, HAK_RS_KEEP) > 0 && s->used == 0) {
-        partial_remove(h, s);
-        heap_release_slab(h, s);
-      }
-      s = next;
-      if (n > 4096) break;  /* bounded: a heap with more partial slabs catches up next time */
-    }
+    heap_sweep_partial(h, c);
   }
 }
 
@@ -557,16 +565,7 @@ static void heap_park(hak_heap_t *h)
         heap_release_slab(h, s);
       }
     }
-    s = h->partial[c];
-    for (size_t n = s ? 1 : 0; s != NULL; n++) {
-      hak_slab_t *next = s->next == h->partial[c] ? NULL : s->next;
-      if (hak_remote_pending(s) == s->used && hak_remote_collect(s, HAK_RS_KEEP) > 0 && s->used == 0) {
-        partial_remove(h, s);
-        heap_release_slab(h, s);
-      }
-      s = next;
-      if (n > 4096) break;
-    }
+    heap_sweep_partial(h, c);
   }
   hak_superslab_t *next;
   for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
