@@ -452,9 +452,10 @@ struct hak_heap {
   uint32_t dirty_units;                     /* free units maybe committed */
   uint64_t dirty_since_ms;                  /* earliest dirty_ms of its SuperSlabs with dirty units */
   uint64_t maintained_ms;                   /* last heap_maintain pass */
-  /* Remote frees held back (remote.c, hak_remote_defer), by slab; pend_key
-   * is the key (hak_owned_key) of a SuperSlab that one of them pins, or
-   * HAK_OWNED_NONE. */
+  /* Remote frees held back (remote.c, "pending frees"), by slab; all
+   * pushed before the heap parks or is given up.  pend_key: the key
+   * (hak_owned_key) of the SuperSlab of the run last added to, while that
+   * run is pending (its blocks pin the SuperSlab), else HAK_OWNED_NONE. */
   uintptr_t pend_key;
   uint32_t pend_runs;                       /* slots of pend[] in use */
   hak_pend_t pend[HAK_PEND_SLOTS];
