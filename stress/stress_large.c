@@ -246,12 +246,18 @@ int main(int argc, char **argv)
     /* The large cache may hold 16 freed mappings as address space; a grown
      * block's mapping is up to 1.25 x twice the largest block, 2 MiB rounded.
      * Every large mapping, cached or live, also ends with a 2 MiB PROT_NONE
-     * guard region (address space, never committed: src/large.c), and a
-     * live block's mapping is rounded to 2 MiB and grown by a quarter when
-     * realloc grows it: 8 MiB a live block beyond 4 x its size (the ASan
-     * build, slower, came within 2 MiB of 6 MiB a block). */
-    cfg.c.mapped_slack_mib += 16 * (int)((5 * max_block() / 2 + 4 * ST_MIB) / ST_MIB);
-    cfg.c.mapped_slack_mib += 4 * 16 + 8 * cfg.c.threads * (cfg.inflight + cfg.keep);
+     * guard region (address space, never committed: src/large.c).  A live
+     * block's mapping may be any cached one that holds it: the best fit is
+     * the smallest cached mapping that does, however much bigger (its spare
+     * pages are purged, its address space stays, as jemalloc reuses extents
+     * up to 64 x the request), so each of the threads x (inflight + keep)
+     * live blocks may also hold up to one such mapping's address space
+     * (with 8 MiB a live block before, 4 in 10 runs on a quiet VM went over
+     * by 30-200 MiB, the session-start library too).  The absolute ceiling
+     * (--max-mapped-mib, 4 GiB) still bounds it all. */
+    int map_max_mib = (int)((5 * max_block() / 2 + 4 * ST_MIB) / ST_MIB);
+    cfg.c.mapped_slack_mib += 16 * map_max_mib;
+    cfg.c.mapped_slack_mib += 4 * 16 + (8 + map_max_mib) * cfg.c.threads * (cfg.inflight + cfg.keep);
 
     unsigned T = (unsigned)cfg.c.threads;
     rings = st_xcalloc(T, sizeof *rings);
