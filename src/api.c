@@ -108,7 +108,7 @@ static void free_local_checked(hak_heap_t *h, void *p)
   if (!hak_slab_is_block(s, p) || hak_block_is_free((hak_block_t *)p)) hak_free_invalid(p, true);
   if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, true);
   hak_count(&h->stats.frees[s->cls], 1);
-  hak_heap_free_local(h, p);
+  hak_heap_push_block(h, s, (hak_block_t *)p);
 }
 
 /* A block of a SuperSlab this heap owns (the registry said so) that
@@ -121,7 +121,7 @@ static void free_local(hak_heap_t *h, void *p)
     free_local_checked(h, p);
     return;
   }
-  h->owned[hak_owned_key(p) % HAK_OWNED_SLOTS] = hak_owned_key(p);
+  HAK_OWNED_SLOT(h, p) = hak_owned_key(p);
   hak_heap_free_local(h, p);
 }
 
@@ -168,7 +168,7 @@ void hak_free(void *p)
 {
   hak_heap_t *h = hak_tls_heap;
   uintptr_t k = hak_owned_key(p);
-  if (HAK_LIKELY(h->owned[k % HAK_OWNED_SLOTS] == k)) {
+  if (HAK_LIKELY(HAK_OWNED_SLOT(h, p) == k)) {
     hak_heap_free_local(h, p);
     return;
   }
@@ -239,6 +239,17 @@ static void *large_resize(hak_heap_t *h, void *p, size_t n)
   return l != NULL ? hak_large_resize(h, l, n) : NULL;
 }
 
+/* realloc's move: a new block of n bytes (one with room to grow if large),
+ * the first min(old, n) bytes copied, p freed; NULL (p untouched) if none. */
+static void *realloc_move(hak_heap_t *h, void *p, size_t old, size_t n)
+{
+  void *q = n > HAK_SMALL_MAX && n <= HAK_MAX_ALLOC ? hak_large_alloc(h, n, HAK_MIN_ALIGN, false, true) : hak_malloc(n);
+  if (q == NULL) return NULL;
+  memcpy(q, p, old < n ? old : n);
+  hak_free(p);
+  return q;
+}
+
 /* realloc of a block of this heap's own, owned[] proved it (fast paths on). */
 static void *realloc_local(hak_heap_t *h, void *p, size_t n)
 {
@@ -247,11 +258,7 @@ static void *realloc_local(hak_heap_t *h, void *p, size_t n)
   if (HAK_UNLIKELY(hak_block_is_free((hak_block_t *)p))) hak_fatal("realloc(): pointer was freed", p);
   size_t old = s->block_size;
   if (n <= old && n >= old / 2) return p;  /* fits and wastes at most half */
-  void *q = n > HAK_SMALL_MAX && n <= HAK_MAX_ALLOC ? hak_large_alloc(h, n, HAK_MIN_ALIGN, false, true) : hak_malloc(n);
-  if (q == NULL) return NULL;
-  memcpy(q, p, old < n ? old : n);
-  hak_heap_free_local(h, p);
-  return q;
+  return realloc_move(h, p, old, n);
 }
 
 /* glibc's semantics: realloc(NULL, n) is malloc(n); realloc(p, 0) frees p and
@@ -259,8 +266,7 @@ static void *realloc_local(hak_heap_t *h, void *p, size_t n)
 void *hak_realloc(void *p, size_t n)
 {
   hak_heap_t *h = hak_tls_heap;
-  uintptr_t k = hak_owned_key(p);
-  if (HAK_LIKELY(h->owned[k % HAK_OWNED_SLOTS] == k) && n != 0) return realloc_local(h, p, n);
+  if (HAK_LIKELY(HAK_OWNED_SLOT(h, p) == hak_owned_key(p)) && n != 0) return realloc_local(h, p, n);
   if (p == NULL) return hak_malloc(n);
   uintptr_t tag = hak_map_get(p);
   if (tag == 0 && !hak_boot_owns(p)) return hak_sys_realloc(p, n);
@@ -278,11 +284,7 @@ void *hak_realloc(void *p, size_t n)
   } else if (tag != 0 && n <= old && n >= old / 2) {
     return p;  /* fits and wastes at most half */
   }
-  void *q = n > HAK_SMALL_MAX && n <= HAK_MAX_ALLOC ? hak_large_alloc(h, n, HAK_MIN_ALIGN, false, true) : hak_malloc(n);
-  if (q == NULL) return NULL;
-  memcpy(q, p, old < n ? old : n);
-  hak_free(p);
-  return q;
+  return realloc_move(h, p, old, n);
 }
 
 void *hak_reallocarray(void *p, size_t n, size_t size)

@@ -414,9 +414,9 @@ typedef struct hak_remote_row {
 
 enum { HAK_HEAP_EMPTY = 0, HAK_HEAP_LIVE, HAK_HEAP_DEAD };
 
-/* A run of remote frees a heap holds back (remote.c): n blocks of slab (another heap's, or nobody's), linked as a free list
- * first..last (last's link unset); slab NULL when the slot is empty.
- * Thread-owned. */
+/* A run of remote frees a heap holds back (remote.c): n blocks of slab
+ * (another heap's, or nobody's), linked as a free list first..last (last's
+ * link unset); slab NULL when the slot is empty.  Thread-owned. */
 #define HAK_PEND_SLOTS 32
 typedef struct hak_pend {
   hak_slab_t *slab;
@@ -427,11 +427,13 @@ typedef struct hak_pend {
 #define HAK_OWNED_SLOTS 16
 #define HAK_OWNED_NONE  UINTPTR_MAX   /* never address >> HAK_SS_SHIFT */
 static inline uintptr_t hak_owned_key(const void *p) { return (uintptr_t)p >> HAK_SS_SHIFT; }
+#define HAK_OWNED_SLOT(h, p) ((h)->owned[hak_owned_key(p) % HAK_OWNED_SLOTS])
 
 /* A thread heap.  Everything but `delayed` and `stats` is touched only by the
  * thread that owns the heap (a parked heap, see heap.c: by the thread that
- * took it off the parked list, under the list's lock).  cur[c] is never NULL (it points at the shared
- * empty slab when the class has no slab), so the fast path has one test.
+ * took it off the parked list, under the list's lock).  cur[c] is never
+ * NULL (it points at the shared empty slab when the class has no slab), so
+ * the fast path has one test.
  * Heaps are never unmapped: a heap whose thread exited goes back to the pool
  * and is reused, so a stale pointer to it never faults. */
 struct hak_heap {

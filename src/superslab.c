@@ -58,7 +58,7 @@ static void list_remove(hak_heap_t *h, hak_superslab_t *ss)
 void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss)
 {
   list_insert(h, ss);
-  if (hak_fast_on()) h->owned[hak_owned_key(ss) % HAK_OWNED_SLOTS] = hak_owned_key(ss);
+  if (hak_fast_on()) HAK_OWNED_SLOT(h, ss) = hak_owned_key(ss);
   if (hak_ss_empty(ss)) h->empty_ss++;
   if (ss->dirty_units != 0) {
     if (h->dirty_units == 0 || ss->dirty_ms < h->dirty_since_ms) h->dirty_since_ms = ss->dirty_ms;
@@ -69,8 +69,7 @@ void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss)
 void hak_ss_unlink(hak_heap_t *h, hak_superslab_t *ss)
 {
   list_remove(h, ss);
-  uintptr_t *slot = &h->owned[hak_owned_key(ss) % HAK_OWNED_SLOTS];
-  if (*slot == hak_owned_key(ss)) *slot = HAK_OWNED_NONE;
+  if (HAK_OWNED_SLOT(h, ss) == hak_owned_key(ss)) HAK_OWNED_SLOT(h, ss) = HAK_OWNED_NONE;
   if (hak_ss_empty(ss)) h->empty_ss--;
   h->dirty_units -= (uint32_t)__builtin_popcount(ss->dirty_units);
 }
