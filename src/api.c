@@ -20,13 +20,14 @@ static HAK_NOINLINE void *malloc_large(size_t n)
   return hak_large_alloc(hak_tls_heap, n, HAK_MIN_ALIGN, false, false);
 }
 
-/* hak_malloc's fast path serves n below it: 1025 once initialised, 0 before
- * (the first malloc initialises), in secure mode and with statistics
- * (internal.h, hak_fast_on). */
+/* hak_malloc's fast path serves n below it: every size class
+ * (HAK_SMALL_MAX + 1) once initialised, 0 before (the first malloc
+ * initialises), in secure mode and with statistics (internal.h,
+ * hak_fast_on). */
 size_t hak_fast_limit = 0;
 
-/* Sizes above 1 KiB, and every size while the fast paths are off: a size
- * class (counted), a secure block, or a large block. */
+/* Large sizes, and every size while the fast paths are off: a size class
+ * (counted), a secure block, or a large block. */
 static HAK_NOINLINE void *malloc_medium(size_t n)
 {
   /* The process's first malloc comes here too (the fast limit starts at 0). */
@@ -35,11 +36,11 @@ static HAK_NOINLINE void *malloc_medium(size_t n)
   return malloc_large(n);
 }
 
-/* Most allocations are small: one compare and a table lookup to the class,
- * then the pop. */
+/* Every size class: one compare, a table lookup to the class (no branch
+ * between small and medium sizes), then the pop. */
 void *hak_malloc(size_t n)
 {
-  if (HAK_LIKELY(n < hak_fast_limit)) return hak_heap_pop(hak_tls_heap, hak_class_small[(n + 15) >> 4]);
+  if (HAK_LIKELY(n < hak_fast_limit)) return hak_heap_pop(hak_tls_heap, hak_size_class(n));
   return malloc_medium(n);
 }
 

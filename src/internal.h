@@ -63,15 +63,30 @@ static inline uintptr_t hak_align_up(uintptr_t x, uintptr_t a) { return (x + a -
  * 256 KiB.  Waste above 64 bytes is below 25%. */
 extern HAK_HIDDEN const uint32_t hak_class_size[HAK_NUM_CLASSES];  /* block size */
 extern HAK_HIDDEN const uint8_t  hak_class_span[HAK_NUM_CLASSES];  /* units per slab */
-extern HAK_HIDDEN const uint8_t  hak_class_small[1024 / 16 + 1];   /* (n+15)>>4 -> class */
+/* hak_class_index: 16-byte steps up to 1024 (indexes 0..64), then 128-byte
+ * steps up to HAK_SMALL_MAX (65..2104); every class above 1024 bytes is a
+ * multiple of 256. */
+#define HAK_CLASS_INDEXES ((HAK_SMALL_MAX + 127 + (56 << 7)) / 128 + 1)
+extern HAK_HIDDEN const uint8_t  hak_class_of_index[HAK_CLASS_INDEXES];  /* index -> class */
 extern HAK_HIDDEN const uint8_t  hak_class_batch[HAK_NUM_CLASSES];  /* remote frees held per run */
 
-static inline size_t hak_size_class(size_t n)
+/* The table index of a size n <= HAK_SMALL_MAX, without a branch (the
+ * shape of tcmalloc's ClassIndex): sizes above and below 1 KiB mix in a
+ * program, and a branch between them mispredicted. */
+static inline size_t hak_class_index(size_t n)
 {
-  if (HAK_LIKELY(n <= 1024)) return hak_class_small[(n + 15) >> 4];
-  unsigned g = 63u - (unsigned)__builtin_clzl(n - 1);  /* 2^g < n <= 2^(g+1) */
-  return 8 + (g - 7) * 4 + (((n - 1) >> (g - 2)) - 4);
+  size_t add = 15, shift = 4;
+#if defined(__x86_64__)
+  __asm__("cmpq $1024, %[n]\n\tcmova %[add_big], %[add]\n\tcmova %[shift_big], %[shift]"
+          : [add] "+r"(add), [shift] "+r"(shift)
+          : [n] "r"(n), [add_big] "r"((size_t)127 + (56 << 7)), [shift_big] "r"((size_t)7)
+          : "cc");
+#else
+  if (n > 1024) add = 127 + (56 << 7), shift = 7;
+#endif
+  return (n + add) >> shift;
 }
+static inline size_t hak_size_class(size_t n) { return hak_class_of_index[hak_class_index(n)]; }
 void hak_size_class_check(void);  /* debug builds */
 /* Smallest class >= n whose block size is a multiple of align (align <= 4096),
  * or -1 if none. */
