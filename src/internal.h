@@ -75,16 +75,9 @@ extern HAK_HIDDEN const uint8_t  hak_class_batch[HAK_NUM_CLASSES];  /* remote fr
  * program, and a branch between them mispredicted. */
 static inline size_t hak_class_index(size_t n)
 {
-  size_t add = 15, shift = 4;
-#if defined(__x86_64__)
-  __asm__("cmpq $1024, %[n]\n\tcmova %[add_big], %[add]\n\tcmova %[shift_big], %[shift]"
-          : [add] "+r"(add), [shift] "+r"(shift)
-          : [n] "r"(n), [add_big] "r"((size_t)127 + (56 << 7)), [shift_big] "r"((size_t)7)
-          : "cc");
-#else
-  if (n > 1024) add = 127 + (56 << 7), shift = 7;
-#endif
-  return (n + add) >> shift;
+  size_t i = (n + 15) >> 4, j = (i + 455) >> 3;
+  __asm__("cmpq %[i], %[j]\n\tcmova %[i], %[j]" : [j] "+r"(j) : [i] "r"(i) : "cc");
+  return j;
 }
 static inline size_t hak_size_class(size_t n) { return hak_class_of_index[hak_class_index(n)]; }
 void hak_size_class_check(void);  /* debug builds */
@@ -440,9 +433,11 @@ typedef struct hak_pend {
 } hak_pend_t;
 
 #define HAK_OWNED_SLOTS 16
-#define HAK_OWNED_NONE  UINTPTR_MAX   /* never address >> HAK_SS_SHIFT */
-static inline uintptr_t hak_owned_key(const void *p) { return (uintptr_t)p >> HAK_SS_SHIFT; }
-#define HAK_OWNED_SLOT(h, p) ((h)->owned[hak_owned_key(p) % HAK_OWNED_SLOTS])
+#define HAK_OWNED_NONE  UINTPTR_MAX   /* never a SuperSlab's address */
+/* The key of p's SuperSlab: its address, which free computes anyway (a key
+ * of address >> HAK_SS_SHIFT cost free a register copy). */
+static inline uintptr_t hak_owned_key(const void *p) { return (uintptr_t)p & ~(HAK_SS_SIZE - 1); }
+#define HAK_OWNED_SLOT(h, p) ((h)->owned[((uintptr_t)(p) >> HAK_SS_SHIFT) % HAK_OWNED_SLOTS])
 
 /* A thread heap.  Everything but `delayed` and `stats` is touched only by the
  * thread that owns the heap (a parked heap, see heap.c: by the thread that
@@ -452,8 +447,8 @@ static inline uintptr_t hak_owned_key(const void *p) { return (uintptr_t)p >> HA
  * Heaps are never unmapped: a heap whose thread exited goes back to the pool
  * and is reused, so a stale pointer to it never faults. */
 struct hak_heap {
-  /* free's proof of ownership: owned[k % HAK_OWNED_SLOTS] == k for some of
-   * the SuperSlabs this heap owns (k = address >> HAK_SS_SHIFT), so a free
+  /* free's proof of ownership: HAK_OWNED_SLOT(k) == k for some of the
+   * SuperSlabs this heap owns (k = hak_owned_key, their address), so a free
    * into one of them needs no registry lookup.  Exact: a slot holds k only
    * while the heap owns that SuperSlab (hak_ss_link sets it, hak_ss_unlink
    * clears it); other owned SuperSlabs are found through the registry
