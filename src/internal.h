@@ -70,13 +70,20 @@ extern HAK_HIDDEN const uint8_t  hak_class_span[HAK_NUM_CLASSES];  /* units per 
 extern HAK_HIDDEN const uint8_t  hak_class_of_index[HAK_CLASS_INDEXES];  /* index -> class */
 extern HAK_HIDDEN const uint8_t  hak_class_batch[HAK_NUM_CLASSES];  /* remote frees held per run */
 
-/* The table index of a size n <= HAK_SMALL_MAX, without a branch (the
- * shape of tcmalloc's ClassIndex): sizes above and below 1 KiB mix in a
- * program, and a branch between them mispredicted. */
+/* The table index of a size n <= HAK_SMALL_MAX, without a branch: sizes
+ * above and below 1 KiB mix in a program, and a branch between them
+ * mispredicted (mixed: 0.19 a malloc; 10% of its time).  With i = n / 16
+ * rounded up, the 128-byte index n / 128 rounded up + 56 is
+ * (i + 455) >> 3, which is >= i exactly while i <= 64: the index is the
+ * smaller of the two, one cmov (GCC 12 branches on a plain min). */
 static inline size_t hak_class_index(size_t n)
 {
   size_t i = (n + 15) >> 4, j = (i + 455) >> 3;
+#if defined(__x86_64__)
   __asm__("cmpq %[i], %[j]\n\tcmova %[i], %[j]" : [j] "+r"(j) : [i] "r"(i) : "cc");
+#else
+  if (i < j) j = i;
+#endif
   return j;
 }
 static inline size_t hak_size_class(size_t n) { return hak_class_of_index[hak_class_index(n)]; }
