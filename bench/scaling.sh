@@ -236,6 +236,8 @@ NR == 1 { next }
   if ($5 != "NA") {
     n = ++ok[k]; ops[k, n] = $5 + 0; rss[k, n] = $6 + 0; secs[k, n] = ($11 == "") ? -1 : $11 + 0
     if (match($9, /shared=[0-9.]+/)) shared[k, n] = substr($9, RSTART + 7, RLENGTH - 7) + 0
+    if (match($9, /live_peak_mib=[0-9]+/) && (lp = substr($9, RSTART + 14, RLENGTH - 14) + 0) > 0)
+      overlive[k, n] = ($6 / 1024) / lp
   }
 }
 END {
@@ -305,6 +307,21 @@ END {
     if (wl[w] == "falseshare") print "falseshare: ops = writes to blocks, not mallocs."
   }
   print "This machine has " NCPU " CPUs: larger thread counts oversubscribe it."
+  for (w = 1; w <= nw; w++) {
+    if (wl[w] != "large") continue
+    print ""
+    print "large, peak RSS / the run'"'"'s live peak (live_peak_mib: the most bytes the workload held at once; median; the allocator'"'"'s own overhead, apart from how the schedule moved the live data):"
+    for (t = 1; t <= nt; t++) {
+      line = "  " th[t] " threads:"
+      for (a = 1; a <= na; a++) {
+        k = wl[w] SUBSEP th[t] SUBSEP al[a]
+        n = ok[k] + 0; m = 0
+        for (i = 1; i <= n; i++) if ((k, i) in overlive) z[++m] = overlive[k, i]
+        line = line sprintf(" %s %s", al[a], m ? sprintf("%.2f", median(z, m)) : "?") (a < na ? "," : "")
+      }
+      print line
+    }
+  }
   for (w = 1; w <= nw; w++) {
     if (wl[w] != "falseshare") continue
     print ""
