@@ -34,7 +34,15 @@
  * pattern byte at every page start and at its last byte; the whole pattern
  * is checked before each free.  The live blocks are allocated (and touched)
  * before the clock starts and freed after it stops.  Each thread runs until
- * `seconds` elapse or, if LARGE_ITERS=N is set, for exactly N steps.
+ * `seconds` elapse or, if LARGE_ITERS=N is set, for exactly N steps, and
+ * then with 2+ threads in lockstep (a barrier after every step): the live
+ * data is the sum of the threads' blocks, and when threads run unevenly its
+ * peak is lower (one thread's peak is not met by the others'), so free-running
+ * threads gave 4-thread mixed runs a live peak of 650-700 MiB under
+ * allocators that starve one thread (glibc: one thread at step 7 while the
+ * others were at 20-29) and 720-800 MiB under those that do not; with
+ * lockstep every allocator meets the same live data, up to the order of
+ * the exchanges within a step, so peak RSS compares.
  *
  * ops = malloc + calloc + realloc calls.  Prints one RESULT line (see
  * bench_util.h) with the extras mode=..., live_peak_mib=N (the most bytes
@@ -76,6 +84,7 @@ typedef struct {
     uint64_t iters;           /* 0: run until stopped */
     atomic_bool stop;
     pthread_barrier_t start;
+    pthread_barrier_t step;   /* LARGE_ITERS with 2+ threads: lockstep */
     atomic_size_t live;       /* bytes in live blocks (+ exchange slots; mixed: reserved first) */
     atomic_size_t live_peak;  /* the most `live` has been */
     _Atomic(hdr *) xchg[NXCHG];
@@ -318,6 +327,8 @@ static void *run(void *arg)
             retire_mixed(w, live[i], &r);
             live[i] = new_mixed(w, &r);
         }
+        if (s->iters && s->nthreads > 1)
+            pthread_barrier_wait(&s->step);
     }
     w->t_end = bench_now();
     /* the final frees are all local: keep them out of remote=P% */
@@ -371,6 +382,7 @@ int main(int argc, char **argv)
     for (int j = 0; j < NXCHG; j++)
         atomic_init(&s.xchg[j], NULL);
     pthread_barrier_init(&s.start, NULL, (unsigned)threads + 1);
+    pthread_barrier_init(&s.step, NULL, (unsigned)threads);
 
     static worker w[BENCH_MAX_THREADS];
     static pthread_t tid[BENCH_MAX_THREADS];
@@ -412,6 +424,7 @@ int main(int argc, char **argv)
         remote += w[i].remote_frees;
     }
     pthread_barrier_destroy(&s.start);
+    pthread_barrier_destroy(&s.step);
 
     char extra[192];
     size_t peak_mib = atomic_load(&s.live_peak) >> 20;
