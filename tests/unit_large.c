@@ -25,6 +25,8 @@
  *   - calloc of a fresh mapping, and of a reused one whose pages were purged,
  *     writes none of its pages (mincore: at most 4 MiB of 32 resident before
  *     the program touches it), and reads all zero;
+ *   - with nothing large live, freed written blocks leave at most
+ *     HAKMEM_LARGE_CACHE_KB/4 committed in the cache, the last one kept;
  *   - a freed, written block stays cached (large_cached_bytes), and once idle
  *     past the purge delay the next small-block refills give its pages back
  *     (large_cached_bytes 0, RSS down by at least half the block);
@@ -284,6 +286,36 @@ static void test_calloc_fresh(void) {
         "(at most %zu KiB)", n, d == c ? "the same" : "another", res / KiB, limit / KiB);
   check_zero("calloc over a purged mapping", d, n);
   hak_free(d);
+  hak_collect();
+}
+
+/* ---------------------------------------------------------------- */
+/* The cache's committed pages have a bound. */
+
+/* With no large block live, the cache keeps at most a quarter of
+ * HAKMEM_LARGE_CACHE_KB committed (16 MiB by default): six written 8 MiB
+ * blocks freed one after the other leave at most that much cached (the rest
+ * purged, their mappings kept as address space), whatever their count. */
+static void test_cache_bound(void) {
+  check_begin("the large cache keeps at most HAKMEM_LARGE_CACHE_KB/4 committed when nothing large is live");
+  const char *env = getenv("HAKMEM_LARGE_CACHE_KB");
+  size_t bound = (env != NULL && *env ? (size_t)strtoull(env, NULL, 10) : 65536) * KiB / 4;
+  enum { K = 6 };
+  const size_t n = 8 * MiB;
+  void *b[K];
+  hak_collect();
+  for (int i = 0; i < K; i++) {
+    b[i] = hak_malloc(n);
+    REQUIRE(b[i] != NULL, "hak_malloc(%zu)", n);
+    memset(b[i], 0x3C, n);
+  }
+  for (int i = 0; i < K; i++) hak_free(b[i]);
+  hak_stats_t s = stats_now();
+  CHECK(s.large_cached_bytes <= bound, "%d written %zu-byte blocks freed, none live: %llu bytes cached, bound %zu",
+        K, n, ull(s.large_cached_bytes), bound);
+  CHECK(s.large_cached_bytes >= n || bound < n + 2 * MiB,
+        "%llu bytes cached: the last freed block should stay committed for reuse (bound %zu)",
+        ull(s.large_cached_bytes), bound);
   hak_collect();
 }
 
@@ -742,6 +774,7 @@ int main(int argc, char **argv) {
   hak_stats_t start = stats_now();
   test_calloc_reuse();
   test_calloc_fresh();
+  test_cache_bound();
   test_cache_decay();
   test_realloc_doubling();
   test_realloc_small_large();
