@@ -34,14 +34,23 @@
  * pattern byte at every page start and at its last byte; the whole pattern
  * is checked before each free.  The live blocks are allocated (and touched)
  * before the clock starts and freed after it stops.  Each thread runs until
- * `seconds` elapse or, if LARGE_ITERS=N is set, for exactly N steps.
+ * `seconds` elapse or, if LARGE_ITERS=N is set, for exactly N steps, and
+ * then with 2+ threads in lockstep (a barrier after every step): the live
+ * data is the sum of the threads' blocks, and when threads run unevenly its
+ * peak is lower (one thread's peak is not met by the others'), so free-running
+ * threads gave 4-thread mixed runs a live peak of 650-700 MiB under
+ * allocators that starve one thread (glibc: one thread at step 7 while the
+ * others were at 20-29) and 720-800 MiB under those that do not; with
+ * lockstep every allocator meets the same live data, up to the order of
+ * the exchanges within a step, so peak RSS compares.
  *
  * ops = malloc + calloc + realloc calls.  Prints one RESULT line (see
  * bench_util.h) with the extras mode=..., live_peak_mib=N (the most bytes
  * live at once, setup included: the floor for any allocator's peak RSS;
  * it grows with the number of steps run, so a faster allocator meets a
  * higher one in the same seconds -- compare RSS at equal LARGE_ITERS), and
- * for mixed: reallocs=N remote=P%.
+ * for mixed: reallocs=N remote=P%, and last elapsed_us=N (the steps'
+ * time in microseconds: secs= has 3 decimals).
  */
 #include "bench_util.h"
 
@@ -75,6 +84,7 @@ typedef struct {
     uint64_t iters;           /* 0: run until stopped */
     atomic_bool stop;
     pthread_barrier_t start;
+    pthread_barrier_t step;   /* LARGE_ITERS with 2+ threads: lockstep */
     atomic_size_t live;       /* bytes in live blocks (+ exchange slots; mixed: reserved first) */
     atomic_size_t live_peak;  /* the most `live` has been */
     _Atomic(hdr *) xchg[NXCHG];
@@ -317,6 +327,8 @@ static void *run(void *arg)
             retire_mixed(w, live[i], &r);
             live[i] = new_mixed(w, &r);
         }
+        if (s->iters && s->nthreads > 1)
+            pthread_barrier_wait(&s->step);
     }
     w->t_end = bench_now();
     /* the final frees are all local: keep them out of remote=P% */
@@ -370,6 +382,7 @@ int main(int argc, char **argv)
     for (int j = 0; j < NXCHG; j++)
         atomic_init(&s.xchg[j], NULL);
     pthread_barrier_init(&s.start, NULL, (unsigned)threads + 1);
+    pthread_barrier_init(&s.step, NULL, (unsigned)threads);
 
     static worker w[BENCH_MAX_THREADS];
     static pthread_t tid[BENCH_MAX_THREADS];
@@ -411,16 +424,22 @@ int main(int argc, char **argv)
         remote += w[i].remote_frees;
     }
     pthread_barrier_destroy(&s.start);
+    pthread_barrier_destroy(&s.step);
 
-    char extra[128];
+    char extra[192];
     size_t peak_mib = atomic_load(&s.live_peak) >> 20;
+    /* elapsed_us: the steps' time to the microsecond (secs= has 3 decimals,
+     * 2% of a 50 ms run of fixed steps) */
+    unsigned long long us = (unsigned long long)((t_end - t0) * 1e6 + 0.5);
     if (s.mode == MODE_MIXED)
-        snprintf(extra, sizeof extra, "mode=mixed live_peak_mib=%zu reallocs=%llu remote=%.1f%%", peak_mib,
-                 (unsigned long long)reallocs, frees ? 100.0 * (double)remote / (double)frees : 0.0);
+        snprintf(extra, sizeof extra, "mode=mixed live_peak_mib=%zu reallocs=%llu remote=%.1f%% elapsed_us=%llu",
+                 peak_mib, (unsigned long long)reallocs, frees ? 100.0 * (double)remote / (double)frees : 0.0,
+                 us);
     else
-        snprintf(extra, sizeof extra, "mode=buffers live_peak_mib=%zu buffers=%d", peak_mib,
+        snprintf(extra, sizeof extra, "mode=buffers live_peak_mib=%zu buffers=%d elapsed_us=%llu", peak_mib,
                  threads * (BUF_TOTAL / threads < BUF_MIN_PER_THREAD ? BUF_MIN_PER_THREAD
-                                                                      : BUF_TOTAL / threads));
+                                                                      : BUF_TOTAL / threads),
+                 us);
     bench_report("large", threads, t_end - t0, ops, extra);
 
     unsigned long long bad = atomic_load(&s.bad);

@@ -22,7 +22,10 @@
 #                5000 blocks per thread, 100 rounds, seed 4141)
 #   TIMEOUT      seconds before a run is killed (default: 3x its duration + 30)
 #   LARGE_MODE   read by the large workload itself (inherited): mixed (default)
-#                or buffers; LARGE_ITERS=N runs N steps per thread instead of SECS
+#                or buffers
+#   LARGE_ITERS  steps per thread of every large run (default 40): equal work
+#                for every allocator, so time and peak RSS compare; SECS is
+#                not used for large (LARGE_ITERS=0: timed runs of SECS instead)
 #
 # An allocator entry may also be NAME=/path/to/lib.so.  "hakmem" missing is an
 # error (drop it from ALLOCATORS to measure the others only); missing peers
@@ -44,6 +47,10 @@ SECS=${SECS:-1}
 LARSON_ARGS=${LARSON_ARGS:-"2 8 1000 5000 100 4141"}
 TIMEOUT=${TIMEOUT:-}
 OUT=${OUT:-}
+# Equal work for large: a timed run lets a fast allocator do 30x the steps of a
+# slow one, and its live data (so its peak RSS) grows with the steps it runs.
+# 40 steps per thread take the slowest peer 1.5-3.5 s on the 2-vCPU VM.
+LARGE_ITERS=${LARGE_ITERS:-40}
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
@@ -74,6 +81,8 @@ BIN=$BUILD_DIR/bench
 [[ $RUNS -ge 5 ]] || note "warning: RUNS=$RUNS; medians of fewer than 5 runs are noisy"
 for t in $THREADS; do [[ $t =~ ^[1-9][0-9]*$ ]] || die "bad thread count '$t'"; done
 read -r -a larson_args <<<"$LARSON_ARGS"
+[[ $LARGE_ITERS =~ ^[0-9]+$ ]] || die "LARGE_ITERS must be a number of steps (0: timed runs)"
+if [[ $LARGE_ITERS == 0 ]]; then unset LARGE_ITERS; else export LARGE_ITERS; fi
 [[ ${#larson_args[@]} -eq 6 ]] || die "LARSON_ARGS needs 6 numbers: sleep min max chunks rounds seed"
 larson_sleep=${larson_args[0]}
 
@@ -91,7 +100,7 @@ resolve_allocators "$ALLOCATORS"
 mkdir -p "$OUT"
 RAW=$OUT/raw.csv
 LOG=$OUT/stderr.log
-echo "workload,threads,allocator,run,ops_per_s,maxrss_kb,wall_s,status,extra" >"$RAW"
+echo "workload,threads,allocator,run,ops_per_s,maxrss_kb,wall_s,status,extra,ops,secs" >"$RAW"
 : >"$LOG"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -103,7 +112,8 @@ total=$((nwl * nth * RUNS * nalloc))
 est=0
 for w in $WORKLOADS; do
   if [[ $w == larson ]]; then d=$larson_sleep; else d=$SECS; fi
-  [[ $w == large ]] && d=$(awk -v s="$SECS" 'BEGIN { print s + 1 }')   # setup: touching ~300 MiB
+  # large: setup (touching ~300 MiB) plus the steps: about 3 s for a slow peer
+  [[ $w == large ]] && d=$(awk -v s="${LARGE_ITERS:-$SECS}" 'BEGIN { print (ENVIRON["LARGE_ITERS"] != "") ? 3 : s + 1 }')
   est=$(awk -v e="$est" -v d="$d" -v n=$((nth * RUNS * nalloc)) 'BEGIN { printf "%d", e + n * (d + 0.15) }')
 done
 ncpu=$(nproc)
@@ -141,13 +151,22 @@ for w in $WORKLOADS; do
         rss=$(sed -n 's/.*maxrss_kb=\([0-9]*\).*/\1/p' <<<"$res")
         wall=$(sed -n 's/.*wall_s=\([0-9.]*\).*/\1/p' <<<"$res")
         status=$(sed -n 's/.*status=\([^ ]*\).*/\1/p' <<<"$res")
-        extra=
+        extra= nops= secs=
         if [[ $w == larson ]]; then
           ops=$(sed -n 's/^Throughput = *\([0-9][0-9]*\) operations per second.*/\1/p' <<<"$stdout" | head -1)
         else
           ops=$(sed -n 's/^RESULT .* ops\/s=\([0-9][0-9]*\).*/\1/p' <<<"$stdout" | head -1)
           # key=value pairs after ops/s (e.g. falseshare's shared=P%)
           extra=$(sed -n 's/^RESULT .* ops\/s=[0-9]* *//p' <<<"$stdout" | head -1 | tr -d ',')
+          nops=$(sed -n 's/^RESULT .* ops=\([0-9][0-9]*\) .*/\1/p' <<<"$stdout" | head -1)
+          secs=$(sed -n 's/^RESULT .* secs=\([0-9.][0-9.]*\) .*/\1/p' <<<"$stdout" | head -1)
+          us=$(sed -n 's/^RESULT .* elapsed_us=\([0-9][0-9]*\).*/\1/p' <<<"$stdout" | head -1)
+          [[ -n $us ]] && secs=$(awk -v u="$us" 'BEGIN { printf "%.6f", u / 1e6 }')
+          # large runs a fixed number of steps: tens of ops/s, so the rate is
+          # recomputed from ops and secs with decimals (the RESULT line rounds)
+          if [[ $w == large && -n $ops && -n $nops && -n $secs ]]; then
+            ops=$(awk -v n="$nops" -v s="$secs" 'BEGIN { if (s > 0) printf "%.3f", n / s; else print "" }')
+          fi
         fi
         if [[ $status != exit:0 || -z $ops ]]; then
           failures=$((failures + 1))
@@ -157,7 +176,7 @@ for w in $WORKLOADS; do
         else
           [[ -n $stdout ]] && echo "$stdout" >>"$LOG"
         fi
-        echo "$w,$t,$name,$r,${ops:-NA},${rss:-0},${wall:-0},$status,$extra" >>"$RAW"
+        echo "$w,$t,$name,$r,${ops:-NA},${rss:-0},${wall:-0},$status,$extra,${nops:-},${secs:-}" >>"$RAW"
         done_runs=$((done_runs + 1))
         el=$((SECONDS - t_start))
         eta=$(((total - done_runs) * el / done_runs))
@@ -184,14 +203,19 @@ commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
   echo "machine: ${cpu_model:-unknown CPU}, $ncpu CPUs, $(uname -sr); load average $load_start at start, $(cut -d' ' -f1-3 /proc/loadavg) at end"
   settings="median of $RUNS runs per point"
   [[ " $WORKLOADS " == *" larson "* ]] && settings="$settings; larson ${larson_args[*]} T"
-  [[ $WORKLOADS != larson ]] && settings="$settings; non-larson workloads ${SECS}s per run"
+  if [[ " $WORKLOADS " == *" large "* && -n ${LARGE_ITERS:-} ]]; then
+    [[ $WORKLOADS != large ]] && settings="$settings; other non-larson workloads ${SECS}s per run"
+    settings="$settings; large LARGE_MODE=${LARGE_MODE:-mixed} LARGE_ITERS=$LARGE_ITERS steps per thread"
+  elif [[ $WORKLOADS != larson ]]; then
+    settings="$settings; non-larson workloads ${SECS}s per run"
+  fi
   echo "$settings"
   echo
 } >"$TABLE"
 
 awk -F, -v WL="$WORKLOADS" -v TH="$THREADS" -v AL="${alloc_names[*]}" \
     -v SUMMARY="$SUMMARY" -v OUTDIR="$OUT" -v RUNS="$RUNS" -v NCPU="$ncpu" \
-    -v LARGEMODE="${LARGE_MODE:-mixed}" '
+    -v LARGEMODE="${LARGE_MODE:-mixed}" -v LARGEITERS="${LARGE_ITERS:-}" '
 function sortn(a, n,   i, j, x) {
   for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
 }
@@ -200,60 +224,104 @@ function rate(x) {
   if (x >= 1e9) return sprintf("%.2f G", x / 1e9)
   if (x >= 1e6) return sprintf("%.2f M", x / 1e6)
   if (x >= 1e3) return sprintf("%.1f k", x / 1e3)
-  return sprintf("%d", x)
+  if (x >= 100) return sprintf("%d", x)
+  return sprintf("%.1f", x)
 }
+function num(x) { return (x >= 1000) ? sprintf("%.0f", x) : sprintf("%.3f", x) }
 function mib(kb) { return sprintf("%.1f MiB", kb / 1024) }
 NR == 1 { next }
 {
   k = $1 SUBSEP $2 SUBSEP $3
   runs[k]++
   if ($5 != "NA") {
-    n = ++ok[k]; ops[k, n] = $5 + 0; rss[k, n] = $6 + 0
+    n = ++ok[k]; ops[k, n] = $5 + 0; rss[k, n] = $6 + 0; secs[k, n] = ($11 == "") ? -1 : $11 + 0
     if (match($9, /shared=[0-9.]+/)) shared[k, n] = substr($9, RSTART + 7, RLENGTH - 7) + 0
+    if (match($9, /live_peak_mib=[0-9]+/) && (lp = substr($9, RSTART + 14, RLENGTH - 14) + 0) > 0)
+      overlive[k, n] = ($6 / 1024) / lp
   }
 }
 END {
   nw = split(WL, wl, " "); nt = split(TH, th, " "); na = split(AL, al, " ")
   hashak = 0; for (a = 1; a <= na; a++) if (al[a] == "hakmem") hashak = 1
-  print "workload,threads,allocator,runs,runs_ok,median_ops_per_s,min_ops_per_s,max_ops_per_s,median_maxrss_kb" > SUMMARY
+  print "workload,threads,allocator,runs,runs_ok,median_ops_per_s,min_ops_per_s,max_ops_per_s,median_maxrss_kb,median_secs,ops_vs_best,rss_vs_lowest" > SUMMARY
   for (w = 1; w <= nw; w++) for (t = 1; t <= nt; t++) for (a = 1; a <= na; a++) {
     k = wl[w] SUBSEP th[t] SUBSEP al[a]
     n = ok[k] + 0
-    if (n == 0) { med[k] = ""; mrss[k] = ""; printf "%s,%s,%s,%d,0,,,,\n", wl[w], th[t], al[a], runs[k] >> SUMMARY; continue }
-    for (i = 1; i <= n; i++) { x[i] = ops[k, i]; y[i] = rss[k, i] }
-    med[k] = median(x, n); mrss[k] = median(y, n)
-    printf "%s,%s,%s,%d,%d,%.0f,%.0f,%.0f,%.0f\n", wl[w], th[t], al[a], runs[k], n, med[k], x[1], x[n], mrss[k] >> SUMMARY
+    if (n == 0) { med[k] = ""; mrss[k] = ""; continue }
+    for (i = 1; i <= n; i++) { x[i] = ops[k, i]; y[i] = rss[k, i]; z[i] = secs[k, i] }
+    med[k] = median(x, n); mrss[k] = median(y, n); msecs[k] = median(z, n)
+    mn[k] = x[1]; mx[k] = x[n]
+  }
+  # per workload and thread count: the best throughput and the lowest peak RSS
+  for (w = 1; w <= nw; w++) for (t = 1; t <= nt; t++) {
+    kb = wl[w] SUBSEP th[t]; best[kb] = 0; low[kb] = 0
+    for (a = 1; a <= na; a++) {
+      k = wl[w] SUBSEP th[t] SUBSEP al[a]
+      if (med[k] == "") continue
+      if (med[k] > best[kb]) best[kb] = med[k]
+      if (mrss[k] > 0 && (low[kb] == 0 || mrss[k] < low[kb])) low[kb] = mrss[k]
+    }
+  }
+  for (w = 1; w <= nw; w++) for (t = 1; t <= nt; t++) for (a = 1; a <= na; a++) {
+    k = wl[w] SUBSEP th[t] SUBSEP al[a]; kb = wl[w] SUBSEP th[t]
+    if (med[k] == "") { printf "%s,%s,%s,%d,0,,,,,,,\n", wl[w], th[t], al[a], runs[k] >> SUMMARY; continue }
+    vbest[k] = (med[k] > 0) ? best[kb] / med[k] : 0
+    vlow[k] = (low[kb] > 0) ? mrss[k] / low[kb] : 0
+    printf "%s,%s,%s,%d,%d,%s,%s,%s,%.0f,%s,%.3f,%.3f\n", wl[w], th[t], al[a], runs[k], ok[k], num(med[k]), num(mn[k]), num(mx[k]), mrss[k],
+      (msecs[k] >= 0) ? sprintf("%.6f", msecs[k]) : "", vbest[k], vlow[k] >> SUMMARY
   }
   close(SUMMARY)
 
-  printf "| %-10s | %7s | %-9s | %14s | %13s | %9s | %11s |\n", "workload", "threads", "allocator", "ops/s (median)", "peak RSS", "vs 1T", "hakmem/peer"
-  printf "|%s|%s|%s|%s|%s|%s|%s|\n", "------------", "--------:", "-----------", "---------------:", "--------------:", "----------:", "------------:"
+  printf "| %-10s | %7s | %-9s | %14s | %13s | %9s | %11s | %9s | %10s |\n", "workload", "threads", "allocator", "ops/s (median)", "peak RSS", "vs 1T", "hakmem/peer", "time/best", "RSS/lowest"
+  printf "|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------", "--------:", "-----------", "---------------:", "--------------:", "----------:", "------------:", "----------:", "-----------:"
   for (w = 1; w <= nw; w++) {
     for (t = 1; t <= nt; t++) for (a = 1; a <= na; a++) {
       k = wl[w] SUBSEP th[t] SUBSEP al[a]
       k1 = wl[w] SUBSEP th[1] SUBSEP al[a]
       kh = wl[w] SUBSEP th[t] SUBSEP "hakmem"
-      if (med[k] == "") { cell = "FAIL (0/" runs[k] ")"; rcell = "-"; scale = "-"; ratio = "-" }
+      if (med[k] == "") { cell = "FAIL (0/" runs[k] ")"; rcell = "-"; scale = "-"; ratio = "-"; tb = "-"; rl = "-" }
       else {
         cell = rate(med[k]); if (ok[k] < runs[k]) cell = cell " (" ok[k] "/" runs[k] " ok)"
         rcell = mib(mrss[k])
         scale = (med[k1] != "" && med[k1] > 0) ? sprintf("%.2fx", med[k] / med[k1]) : "-"
         if (!hashak || al[a] == "hakmem") ratio = "-"
         else ratio = (med[kh] != "" && med[k] > 0) ? sprintf("%.2fx", med[kh] / med[k]) : "-"
+        tb = vbest[k] > 0 ? sprintf("%.2fx", vbest[k]) : "-"
+        rl = vlow[k] > 0 ? sprintf("%.2fx", vlow[k]) : "-"
       }
-      printf "| %-10s | %7s | %-9s | %14s | %13s | %9s | %11s |\n", wl[w], th[t], al[a], cell, rcell, scale, ratio
+      printf "| %-10s | %7s | %-9s | %14s | %13s | %9s | %11s | %9s | %10s |\n", wl[w], th[t], al[a], cell, rcell, scale, ratio, tb, rl
     }
   }
   print ""
   print "vs 1T: median throughput at this thread count / at " th[1] " thread(s) (the 4T/1T ratio on 4-thread rows)."
   if (hashak) print "hakmem/peer: hakmem median throughput / this allocator median, same workload and threads (>1: hakmem faster)."
+  print "time/best: the best median throughput of the row'"'"'s workload and threads / this allocator'"'"'s (1.00x: the fastest; at equal work, its time / the best time)."
+  print "RSS/lowest: this allocator'"'"'s median peak RSS / the lowest median of the row'"'"'s workload and threads (1.00x: the least memory)."
   for (w = 1; w <= nw; w++) {
     if (wl[w] == "prodcons") print "prodcons: threads = producer/consumer pairs (2T threads)."
     if (wl[w] == "pcqueue") print "pcqueue: threads = producer/consumer pairs (2T threads); ops = frees."
-    if (wl[w] == "large") print "large: LARGE_MODE=" LARGEMODE "; ops = malloc/calloc/realloc calls."
+    if (wl[w] == "large") {
+      if (LARGEITERS != "") print "large: LARGE_MODE=" LARGEMODE ", LARGE_ITERS=" LARGEITERS " steps per thread for every allocator (equal work: peak RSS compares); ops/s = steps (one malloc/calloc/realloc each) / elapsed time of the steps, setup excluded."
+      else print "large: LARGE_MODE=" LARGEMODE ", timed runs; ops = malloc/calloc/realloc calls (a faster allocator runs more steps, and its live data peaks higher)."
+    }
     if (wl[w] == "falseshare") print "falseshare: ops = writes to blocks, not mallocs."
   }
   print "This machine has " NCPU " CPUs: larger thread counts oversubscribe it."
+  for (w = 1; w <= nw; w++) {
+    if (wl[w] != "large") continue
+    print ""
+    print "large, peak RSS / the run'"'"'s live peak (live_peak_mib: the most bytes the workload held at once; median; the allocator'"'"'s own overhead, apart from how the schedule moved the live data):"
+    for (t = 1; t <= nt; t++) {
+      line = "  " th[t] " threads:"
+      for (a = 1; a <= na; a++) {
+        k = wl[w] SUBSEP th[t] SUBSEP al[a]
+        n = ok[k] + 0; m = 0
+        for (i = 1; i <= n; i++) if ((k, i) in overlive) z[++m] = overlive[k, i]
+        line = line sprintf(" %s %s", al[a], m ? sprintf("%.2f", median(z, m)) : "?") (a < na ? "," : "")
+      }
+      print line
+    }
+  }
   for (w = 1; w <= nw; w++) {
     if (wl[w] != "falseshare") continue
     print ""

@@ -22,6 +22,14 @@
  *     plus a chain through realloc growth, shrink (tail purged) and smaller
  *     callocs, so the record of which part of a mapping is dirty is tested
  *     across every operation that changes it;
+ *   - calloc of a fresh mapping, and of a reused one whose pages were purged,
+ *     writes none of its pages (mincore: at most 4 MiB of 32 resident before
+ *     the program touches it), and reads all zero;
+ *   - with nothing large live, freed written blocks leave at most
+ *     HAKMEM_LARGE_CACHE_KB/4 committed in the cache, the last one kept;
+ *   - a freed, written block stays cached (large_cached_bytes), and once idle
+ *     past the purge delay the next small-block refills give its pages back
+ *     (large_cached_bytes 0, RSS down by at least half the block);
  *   - realloc growth by doubling from 1 MiB to 256 MiB (64 MiB under TSan),
  *     back down and up again
  *     in odd steps: the contents are kept every time and the usable size
@@ -55,7 +63,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -227,6 +237,146 @@ static void test_calloc_reuse(void) {
     hak_free(c);
   }
   hak_free(ballast);
+  hak_collect();
+}
+
+/* ---------------------------------------------------------------- */
+/* calloc does not zero fresh (or purged) pages: the kernel did. */
+
+/* Bytes of [p, p + n) resident now (mincore; the range is widened to pages). */
+static size_t resident_bytes(const void *p, size_t n) {
+  uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095, e = ((uintptr_t)p + n + 4095) & ~(uintptr_t)4095;
+  size_t pages = (e - a) / 4096, res = 0;
+  unsigned char *v = malloc(pages);
+  REQUIRE(v != NULL, "malloc(%zu) for mincore", pages);
+  REQUIRE(mincore((void *)a, e - a, v) == 0, "mincore(%p, %zu): %s", (void *)a, (size_t)(e - a), strerror(errno));
+  for (size_t i = 0; i < pages; i++) res += v[i] & 1;
+  free(v);
+  return res * 4096;
+}
+
+/* A fresh mapping, and one reused after its pages were purged, are zero
+ * already: calloc must not write them (a memset would fault in every page,
+ * 64 MiB of RSS and ~16k page faults on the reference VM).  Only the header
+ * page, the canary word and (huge pages) the 2 MiB region under the block's
+ * start may be resident.  That calloc zeroes a reused dirty mapping is
+ * test_calloc_reuse's part. */
+static void test_calloc_fresh(void) {
+  check_begin("calloc of a fresh or purged large mapping writes none of its pages");
+  const size_t n = 32 * MiB, limit = 4 * MiB + 8 * KiB;
+  hak_collect(); /* an empty cache: the first calloc maps fresh memory */
+  unsigned char *c = hak_calloc(1, n);
+  REQUIRE(c != NULL, "hak_calloc(1, %zu)", n);
+  size_t res = resident_bytes(c, n);
+  CHECK(res <= limit, "fresh calloc(%zu): %zu KiB of the block resident before the program touched it "
+        "(at most %zu KiB: calloc zeroed pages the kernel had zeroed)", n, res / KiB, limit / KiB);
+  check_zero("fresh calloc", c, n);
+  memset(c, 0xCD, n); /* dirty every page */
+  /* Freed with no other large block live, it is over the cache's bound
+   * without live blocks (a quarter of HAKMEM_LARGE_CACHE_KB, 16 MiB by
+   * default): its pages are purged and its mapping kept as address space. */
+  hak_free(c);
+  hak_stats_t s = stats_now();
+  CHECK(s.large_cached_bytes < n / 2, "after freeing %zu written bytes: %llu cached bytes (expected purged)", n,
+        ull(s.large_cached_bytes));
+  unsigned char *d = hak_calloc(1, n);
+  REQUIRE(d != NULL, "hak_calloc(1, %zu) again", n);
+  res = resident_bytes(d, n);
+  CHECK(res <= limit, "calloc(%zu) over a purged mapping (%s): %zu KiB resident before the program touched it "
+        "(at most %zu KiB)", n, d == c ? "the same" : "another", res / KiB, limit / KiB);
+  check_zero("calloc over a purged mapping", d, n);
+  hak_free(d);
+  hak_collect();
+}
+
+/* ---------------------------------------------------------------- */
+/* The cache's committed pages have a bound. */
+
+/* With no large block live, the cache keeps at most a quarter of
+ * HAKMEM_LARGE_CACHE_KB committed (16 MiB by default): six written 8 MiB
+ * blocks freed one after the other leave at most that much cached (the rest
+ * purged, their mappings kept as address space), whatever their count. */
+static void test_cache_bound(void) {
+  check_begin("the large cache keeps at most HAKMEM_LARGE_CACHE_KB/4 committed when nothing large is live");
+  const char *env = getenv("HAKMEM_LARGE_CACHE_KB");
+  size_t bound = (env != NULL && *env ? (size_t)strtoull(env, NULL, 10) : 65536) * KiB / 4;
+  enum { K = 6 };
+  const size_t n = 8 * MiB;
+  void *b[K];
+  hak_collect();
+  for (int i = 0; i < K; i++) {
+    b[i] = hak_malloc(n);
+    REQUIRE(b[i] != NULL, "hak_malloc(%zu)", n);
+    memset(b[i], 0x3C, n);
+  }
+  for (int i = 0; i < K; i++) hak_free(b[i]);
+  hak_stats_t s = stats_now();
+  CHECK(s.large_cached_bytes <= bound, "%d written %zu-byte blocks freed, none live: %llu bytes cached, bound %zu",
+        K, n, ull(s.large_cached_bytes), bound);
+  CHECK(s.large_cached_bytes >= n || bound < n + 2 * MiB,
+        "%llu bytes cached: the last freed block should stay committed for reuse (bound %zu)",
+        ull(s.large_cached_bytes), bound);
+  hak_collect();
+}
+
+/* ---------------------------------------------------------------- */
+/* An idle cache gives its pages back after the purge delay. */
+
+static size_t rss_now(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long size = 0, res = 0;
+  if (f != NULL) {
+    if (fscanf(f, "%lu %lu", &size, &res) != 2) res = 0;
+    fclose(f);
+  }
+  return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static double mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A freed, written 8 MiB block stays committed in the cache (under its bound:
+ * reuse is what makes big buffers cheap); once it has been idle for the
+ * purge delay (HAKMEM_PURGE_DELAY_MS, 50 ms by default), the program's next
+ * refill of small blocks (heap maintenance, at most once a purge delay) gives
+ * the pages back: large_cached_bytes drops to 0, and so does RSS.  The
+ * program waits for the delay (a timer of the contract, not a race), then
+ * allocates small blocks until that refill has run. */
+static void test_cache_decay(void) {
+  check_begin("an idle large cache gives its pages back after the purge delay");
+  const size_t n = 8 * MiB;
+  hak_collect();
+  unsigned char *b = hak_malloc(n);
+  REQUIRE(b != NULL, "hak_malloc(%zu)", n);
+  memset(b, 0x77, n);
+  hak_free(b);
+  double t_free = mono_ms();
+  hak_stats_t s1 = stats_now();
+  size_t rss1 = rss_now();
+  CHECK(s1.large_cached_bytes >= n, "a freed, written %zu-byte block: %llu bytes cached (expected kept for reuse)", n,
+        ull(s1.large_cached_bytes));
+  const char *env = getenv("HAKMEM_PURGE_DELAY_MS");
+  double delay = env != NULL && *env ? atof(env) : 50.0;
+  struct timespec nap = {0, 20 * 1000 * 1000};
+  while (mono_ms() - t_free < 2 * delay + 10) nanosleep(&nap, NULL);
+  /* Small-block refills: 256 KiB blocks (the largest class) until several
+   * slabs were needed; none is touched. */
+  enum { K = 64 };
+  void *p[K];
+  for (int i = 0; i < K; i++) {
+    p[i] = hak_malloc(SMALL_MAX);
+    REQUIRE(p[i] != NULL, "hak_malloc(%zu)", SMALL_MAX);
+  }
+  for (int i = 0; i < K; i++) hak_free(p[i]);
+  hak_stats_t s2 = stats_now();
+  size_t rss2 = rss_now();
+  CHECK(s2.large_cached_bytes == 0, "%.0f ms after the free, then small-block refills: %llu bytes still cached "
+        "(the purge delay is %.0f ms)", mono_ms() - t_free, ull(s2.large_cached_bytes), delay);
+  CHECK(rss2 + n / 2 <= rss1, "RSS %zu KiB after the purge, %zu KiB before: less than %zu KiB given back", rss2 / KiB,
+        rss1 / KiB, n / 2 / KiB);
   hak_collect();
 }
 
@@ -623,6 +773,9 @@ int main(int argc, char **argv) {
   }
   hak_stats_t start = stats_now();
   test_calloc_reuse();
+  test_calloc_fresh();
+  test_cache_bound();
+  test_cache_decay();
   test_realloc_doubling();
   test_realloc_small_large();
   test_aligned_large();
