@@ -272,6 +272,35 @@ static void heap_sweep_abandoned(hak_heap_t *h)
   }
 }
 
+/* ------------------------------------------------------- thread cache */
+
+/* Keep the newest `keep` blocks of class c's thread cache; the others go
+ * back to their slabs (a slab may become empty and go, or leave the full
+ * state, as on any local free). */
+void hak_tcache_flush(hak_heap_t *h, size_t c, uint32_t keep)
+{
+  hak_block_t *b = h->tcache[c], *rest = b;
+  if (b == NULL) return;
+  if (keep == 0) {
+    h->tcache[c] = NULL;
+  } else {
+    for (uint32_t i = 1; i < keep && (rest = hak_block_next(b)) != NULL; i++) b = rest;
+    rest = hak_block_next(b);
+    hak_block_set_next(b, NULL);
+  }
+  while (rest != NULL) {
+    hak_block_t *next = hak_block_next(rest);
+    hak_heap_push_block(h, hak_slab_of(hak_ss_of(rest), rest), rest);
+    h->tcache_room[c]++;
+    rest = next;
+  }
+}
+
+static void tcache_flush_all(hak_heap_t *h)
+{
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) hak_tcache_flush(h, c, 0);
+}
+
 /* --------------------------------------------------------- maintenance */
 
 /* Release the partial slabs of class c whose remaining blocks all wait on
@@ -384,6 +413,8 @@ static void heap_reset(hak_heap_t *h)
   for (size_t i = 0; i < HAK_OWNED_SLOTS; i++) h->owned[i] = HAK_OWNED_NONE;
   h->pend_key = HAK_OWNED_NONE;
   memset(h->pend, 0, sizeof h->pend);
+  memset(h->tcache, 0, sizeof h->tcache);
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) h->tcache_room[c] = hak_class_tcache[c];
   h->pend_runs = 0;
   h->tag = (uintptr_t)h | HAK_TAG_SS;
   h->ss_list = h->ss_tail = NULL;
@@ -498,6 +529,7 @@ static void *heap_alloc_not_live(hak_heap_t *h, size_t cls)
 static void heap_give_up(hak_heap_t *h)
 {
   hak_slab_t *s;
+  tcache_flush_all(h);
   hak_remote_flush(h);
   /* Blocks freed into SuperSlabs other exited threads left behind come back
    * (drained below with ours, released if empty). */
@@ -553,6 +585,7 @@ void hak_heap_abandon(hak_heap_t *h)
  * give back what abandoning would, then park it. */
 static void heap_park(hak_heap_t *h)
 {
+  tcache_flush_all(h);
   hak_remote_flush(h);  /* blocks of other heaps' slabs go back now */
   heap_sweep_abandoned(h);
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_remote_drain_delayed(h);
@@ -598,6 +631,7 @@ void hak_heap_collect(hak_heap_t *h, bool force)
   /* Parked heaps are handed to the living threads (and purged). */
   if (force) park_expire(hak_os_now_ms(), true);
   if (h->state == HAK_HEAP_LIVE) {
+    tcache_flush_all(h);
     hak_remote_flush(h);
     /* Adopt what exited threads left: their free blocks come back. */
     for (uint32_t n = force ? hak_handoff_count(&hak_abandoned) : 0; n > 0 && heap_try_adopt(h); n--) {

@@ -69,6 +69,9 @@ extern HAK_HIDDEN const uint8_t  hak_class_span[HAK_NUM_CLASSES];  /* units per 
 #define HAK_CLASS_INDEXES ((HAK_SMALL_MAX + 127 + (56 << 7)) / 128 + 1)
 extern HAK_HIDDEN const uint8_t  hak_class_of_index[HAK_CLASS_INDEXES];  /* index -> class */
 extern HAK_HIDDEN const uint8_t  hak_class_batch[HAK_NUM_CLASSES];  /* remote frees held per run */
+extern HAK_HIDDEN const uint8_t  hak_class_tcache[HAK_NUM_CLASSES]; /* thread-cache blocks at most */
+#define HAK_TCACHE_MAX   64
+#define HAK_TCACHE_BYTES (32 * 1024)
 
 /* The table index of a size n <= HAK_SMALL_MAX, without a branch: sizes
  * above and below 1 KiB mix in a program, and a branch between them
@@ -209,6 +212,7 @@ typedef struct hak_slab {
   uint32_t capacity;            /* blocks carved so far (lazy, page by page) */
   uint8_t shift;                /* block_size's trailing zero bits              } geometry */
   uint8_t state;                /* HAK_SLAB_* */
+  uint8_t tcls;                 /* cls, the owner's copy: the thread-cache list a free goes to */
   /* geometry: immutable while the slab holds a block */
   _Alignas(HAK_CACHE_LINE) uint8_t *remote_start;  /* start, minv and shift, */
   uint64_t remote_minv;                             /* for other threads     */
@@ -462,6 +466,17 @@ struct hak_heap {
    * (free_other in api.c, which puts them back in their slot).  All slots
    * HAK_OWNED_NONE while the fast paths are off (hak_fast_on). */
   uintptr_t owned[HAK_OWNED_SLOTS];
+  /* The thread cache: per class, a LIFO of blocks this thread freed into
+   * its own slabs, which malloc hands out before the current slab's: the
+   * block freed last, whatever its slab, is the one most likely still in
+   * the CPU's cache (tcmalloc's thread cache).  Invariants: tcache[c] lists
+   * hak_class_tcache[c] - tcache_room[c] free blocks of class c (at most
+   * hak_class_tcache[c]: a free that takes the room below 0 flushes), in
+   * slabs this heap owns; they count as used in their slabs until flushed
+   * back (hak_tcache_flush); empty whenever the heap is not live (thread
+   * exit, collect and parking flush it). */
+  hak_block_t *tcache[HAK_NUM_CLASSES];
+  int32_t tcache_room[HAK_NUM_CLASSES];
   hak_slab_t *cur[HAK_NUM_CLASSES];        /* fast path: slab being allocated from */
   uintptr_t tag;                            /* registry tag of SuperSlabs it owns */
   int state;                                /* HAK_HEAP_* */
@@ -523,8 +538,16 @@ hak_heap_t *hak_heap_list(void);
 /* Small-block fast paths (the whole of malloc and free for a thread's own
  * blocks): no lock, no atomic read-modify-write, no fence, no statistics
  * (with HAKMEM_STATS the fast paths are off and api.c counts). */
+void hak_tcache_flush(hak_heap_t *h, size_t cls, uint32_t keep);
 static inline void *hak_heap_pop(hak_heap_t *h, size_t cls)
 {
+  hak_block_t *t = h->tcache[cls];
+  if (HAK_LIKELY(t != NULL)) {
+    h->tcache[cls] = hak_block_next(t);
+    h->tcache_room[cls]++;
+    hak_block_claim(t);
+    return t;
+  }
   hak_slab_t *s = h->cur[cls];
   hak_block_t *b = s->free;
   if (HAK_LIKELY(b != NULL)) {
@@ -571,7 +594,10 @@ static inline void hak_heap_free_local(hak_heap_t *h, void *p)
   hak_block_t *b = (hak_block_t *)p;
   /* The block-start check comes first: only a block start may be read. */
   if (HAK_UNLIKELY(!hak_slab_is_block(s, p) || hak_block_is_free(b))) hak_free_invalid(p, true);
-  hak_heap_push_block(h, s, b);
+  size_t c = s->tcls;
+  hak_block_set_next(b, h->tcache[c]);
+  h->tcache[c] = b;
+  if (HAK_UNLIKELY(--h->tcache_room[c] < 0)) hak_tcache_flush(h, c, hak_class_tcache[c] / 2);
 }
 
 /* -------------------------------------------------------------- superslab */
