@@ -537,7 +537,9 @@ hak_heap_t *hak_heap_list(void);
 
 /* Small-block fast paths (the whole of malloc and free for a thread's own
  * blocks): no lock, no atomic read-modify-write, no fence, no statistics
- * (with HAKMEM_STATS the fast paths are off and api.c counts). */
+ * (with HAKMEM_STATS the fast paths are off and api.c counts).  malloc pops
+ * the thread cache, else the current slab; a local free pushes on the
+ * thread cache (hak_heap_free_local). */
 void hak_tcache_flush(hak_heap_t *h, size_t cls, uint32_t keep);
 static inline void *hak_heap_pop(hak_heap_t *h, size_t cls)
 {
@@ -585,7 +587,7 @@ static inline void hak_heap_push_block(hak_heap_t *h, hak_slab_t *s, hak_block_t
 }
 
 /* Free of a block in a SuperSlab this heap owns (the caller proved it:
- * owned[] or the registry), uncounted. */
+ * owned[] or the registry), uncounted: onto the class's thread cache. */
 static inline void hak_heap_free_local(hak_heap_t *h, void *p)
 {
   hak_superslab_t *ss = hak_ss_of(p);
