@@ -71,7 +71,7 @@ extern HAK_HIDDEN const uint8_t  hak_class_of_index[HAK_CLASS_INDEXES];  /* inde
 extern HAK_HIDDEN const uint8_t  hak_class_batch[HAK_NUM_CLASSES];  /* remote frees held per run */
 extern HAK_HIDDEN const uint8_t  hak_class_tcache[HAK_NUM_CLASSES]; /* thread-cache blocks at most */
 #define HAK_TCACHE_MAX   64
-#define HAK_TCACHE_BYTES (32 * 1024)
+#define HAK_TCACHE_BYTES (16 * 1024)  /* a thread holds at most 445 KiB in all */
 
 /* The table index of a size n <= HAK_SMALL_MAX, without a branch: sizes
  * above and below 1 KiB mix in a program, and a branch between them
