@@ -194,6 +194,8 @@ _Noreturn HAK_COLD void hak_block_corrupt(const void *b)
   hak_fatal("malloc(): heap corruption: a free block was overwritten (buffer overflow or write after free)", b);
 }
 
+HAK_COLD void *hak_block_corrupt_pop(const void *b) { hak_block_corrupt(b); }
+
 void hak_heap_free_local_slow(hak_heap_t *h, hak_slab_t *s)
 {
   if (h->state != HAK_HEAP_LIVE) return;  /* abandoning: lists are being torn down */

@@ -122,17 +122,27 @@ typedef struct hak_keys {
 extern HAK_HIDDEN hak_keys_t hak_keys;
 
 _Noreturn void hak_block_corrupt(const void *b);
+/* The same for malloc's pops, returning (never) a value: there the call is
+ * a tail jump, so malloc's fast path needs no stack frame. */
+void *hak_block_corrupt_pop(const void *b);
 
 static inline bool hak_block_is_free(const hak_block_t *b)
 {
   return (b->link ^ b->check) == hak_keys.check;
 }
 /* The next block on b's list; aborts if b is not an intact free block. */
-static inline hak_block_t *hak_block_next(const hak_block_t *b)
+/* Decode b's link into *next; false if b's two words do not match. */
+static inline bool hak_block_decode(const hak_block_t *b, hak_block_t **next)
 {
   uintptr_t link = b->link;
-  if (HAK_UNLIKELY((link ^ b->check) != hak_keys.check)) hak_block_corrupt(b);
-  return (hak_block_t *)(link ^ hak_keys.link);
+  *next = (hak_block_t *)(link ^ hak_keys.link);
+  return (link ^ b->check) == hak_keys.check;
+}
+static inline hak_block_t *hak_block_next(const hak_block_t *b)
+{
+  hak_block_t *next;
+  if (HAK_UNLIKELY(!hak_block_decode(b, &next))) hak_block_corrupt(b);
+  return next;
 }
 /* Make b a free block whose list continues with next. */
 static inline void hak_block_set_next(hak_block_t *b, hak_block_t *next)
@@ -543,9 +553,10 @@ hak_heap_t *hak_heap_list(void);
 void hak_tcache_flush(hak_heap_t *h, size_t cls, uint32_t keep);
 static inline void *hak_heap_pop(hak_heap_t *h, size_t cls)
 {
-  hak_block_t *t = h->tcache[cls];
+  hak_block_t *t = h->tcache[cls], *next;
   if (HAK_LIKELY(t != NULL)) {
-    h->tcache[cls] = hak_block_next(t);
+    if (HAK_UNLIKELY(!hak_block_decode(t, &next))) return hak_block_corrupt_pop(t);
+    h->tcache[cls] = next;
     h->tcache_room[cls]++;
     hak_block_claim(t);
     return t;
@@ -553,7 +564,7 @@ static inline void *hak_heap_pop(hak_heap_t *h, size_t cls)
   hak_slab_t *s = h->cur[cls];
   hak_block_t *b = s->free;
   if (HAK_LIKELY(b != NULL)) {
-    hak_block_t *next = hak_block_next(b);
+    if (HAK_UNLIKELY(!hak_block_decode(b, &next))) return hak_block_corrupt_pop(b);
     s->free = next;
     __builtin_prefetch(next, 1);  /* the class's next malloc writes it: start the miss now */
     s->used++;
