@@ -229,6 +229,21 @@ function rate(x) {
 }
 function num(x) { return (x >= 1000) ? sprintf("%.0f", x) : sprintf("%.3f", x) }
 function mib(kb) { return sprintf("%.1f MiB", kb / 1024) }
+# Lines of a footnote: per thread count (from tmin threads), the median for
+# each allocator of the per-run values v[k, run] of workload w, as fmt.
+function per_thread_medians(w, v, fmt, tmin,   t, a, k, n, m, i, z, line) {
+  for (t = 1; t <= nt; t++) {
+    if (th[t] + 0 < tmin) continue
+    line = "  " th[t] " threads:"
+    for (a = 1; a <= na; a++) {
+      k = wl[w] SUBSEP th[t] SUBSEP al[a]
+      n = ok[k] + 0; m = 0
+      for (i = 1; i <= n; i++) if ((k, i) in v) z[++m] = v[k, i]
+      line = line sprintf(" %s %s", al[a], m ? sprintf(fmt, median(z, m)) : "?") (a < na ? "," : "")
+    }
+    print line
+  }
+}
 NR == 1 { next }
 {
   k = $1 SUBSEP $2 SUBSEP $3
@@ -311,32 +326,13 @@ END {
     if (wl[w] != "large") continue
     print ""
     print "large, peak RSS / the run'"'"'s live peak (live_peak_mib: the most bytes the workload held at once; median; the allocator'"'"'s own overhead, apart from how the schedule moved the live data):"
-    for (t = 1; t <= nt; t++) {
-      line = "  " th[t] " threads:"
-      for (a = 1; a <= na; a++) {
-        k = wl[w] SUBSEP th[t] SUBSEP al[a]
-        n = ok[k] + 0; m = 0
-        for (i = 1; i <= n; i++) if ((k, i) in overlive) z[++m] = overlive[k, i]
-        line = line sprintf(" %s %s", al[a], m ? sprintf("%.2f", median(z, m)) : "?") (a < na ? "," : "")
-      }
-      print line
-    }
+    per_thread_medians(w, overlive, "%.2f", 0)
   }
   for (w = 1; w <= nw; w++) {
     if (wl[w] != "falseshare") continue
     print ""
     print "falseshare, blocks sharing a 64-byte line with another thread'"'"'s block (median; 0% is ideal):"
-    for (t = 1; t <= nt; t++) {
-      if (th[t] + 0 < 2) continue
-      line = "  " th[t] " threads:"
-      for (a = 1; a <= na; a++) {
-        k = wl[w] SUBSEP th[t] SUBSEP al[a]
-        n = ok[k] + 0; m = 0
-        for (i = 1; i <= n; i++) if ((k, i) in shared) z[++m] = shared[k, i]
-        line = line sprintf(" %s %s", al[a], m ? sprintf("%.1f%%", median(z, m)) : "?") (a < na ? "," : "")
-      }
-      print line
-    }
+    per_thread_medians(w, shared, "%.1f%%", 2)
   }
 
   # one gnuplot data file per workload: threads, then Mops/s per allocator
