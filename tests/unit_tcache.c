@@ -1,0 +1,80 @@
+/* unit_tcache.c: the thread cache (src/heap.c, hak_heap_pop and
+ * hak_heap_free_local in src/internal.h), with the fast paths on (no
+ * HAKMEM_STATS): which block malloc hands out after frees.
+ *
+ * Each test runs in a thread of its own, so it starts with a fresh heap.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "hakmem.h"
+
+#define SIZE 64
+#define MANY 3000   /* 64-byte blocks: more than one 64 KiB slab holds */
+#define FEW 100     /* more than a class's bound (64 blocks), less than a slab */
+
+static void run(void *(*fn)(void *))
+{
+  pthread_t t;
+  if (pthread_create(&t, NULL, fn, NULL) != 0 || pthread_join(t, NULL) != 0) {
+    CHECK(0, "cannot run a thread");
+  }
+}
+
+/* A block freed into a slab that is not the current one (full, by then) is
+ * the next block malloc hands out: the cache is per class, whatever the
+ * slab.  A per-slab list would hand out a block of the current slab. */
+static void *cross_slab(void *arg)
+{
+  (void)arg;
+  check_section = "cross_slab";
+  void **p = malloc(MANY * sizeof *p);
+  CHECK(p != NULL, "no memory for the test");
+  if (p == NULL) return NULL;
+  for (int i = 0; i < MANY; i++) p[i] = hak_malloc(SIZE);
+  void *old = p[0];
+  hak_free(old);
+  void *q = hak_malloc(SIZE);
+  CHECK(q == old, "malloc after a free into the first (full) slab gave %p, not the block just freed %p", q, old);
+  p[0] = q;
+  for (int i = 0; i < MANY; i++) hak_free(p[i]);
+  free(p);
+  return NULL;
+}
+
+/* After FEW frees, malloc hands the newest blocks back in reverse order of
+ * their frees, but no more than the bound: the cache keeps the newest half
+ * when a free passes it, the older blocks go back to their slab.  So the
+ * run of blocks that come back in exact reverse order is at least half the
+ * bound (32) and at most the bound (64); without a cache, or with an
+ * unbounded one, all FEW would come back in that order. */
+static void *bounded_lifo(void *arg)
+{
+  (void)arg;
+  check_section = "bounded_lifo";
+  void *b[FEW], *q[FEW];
+  for (int i = 0; i < FEW; i++) b[i] = hak_malloc(SIZE);
+  for (int i = 0; i < FEW; i++) hak_free(b[i]);
+  for (int i = 0; i < FEW; i++) q[i] = hak_malloc(SIZE);
+  int run = 0;
+  while (run < FEW && q[run] == b[FEW - 1 - run]) run++;
+  CHECK(run >= 32 && run <= 64, "%d blocks came back newest first (expected 32..64)", run);
+  for (int i = 0; i < FEW; i++) {
+    for (int j = 0; j < i; j++) CHECK(q[i] != q[j], "block %p handed out twice", q[i]);
+  }
+  for (int i = 0; i < FEW; i++) hak_free(q[i]);
+  return NULL;
+}
+
+int main(void)
+{
+  if (getenv("HAKMEM_STATS") != NULL || getenv("HAKMEM_SECURE") != NULL) {
+    fprintf(stderr, "unit_tcache: the thread cache is off with HAKMEM_STATS or HAKMEM_SECURE: skipped\n");
+    return 77;
+  }
+  run(cross_slab);
+  run(bounded_lifo);
+  return check_finish("unit_tcache");
+}
