@@ -545,12 +545,15 @@ void  hak_heap_slab_unfull(hak_heap_t *h, hak_slab_t *s);
 void  hak_stats_count_alloc(const void *p, size_t cls);
 hak_heap_t *hak_heap_list(void);
 
+/* Keep the newest `keep` blocks of the thread cache of class cls, give the
+ * others back to their slabs (heap.c). */
+void hak_tcache_flush(hak_heap_t *h, size_t cls, uint32_t keep);
+
 /* Small-block fast paths (the whole of malloc and free for a thread's own
  * blocks): no lock, no atomic read-modify-write, no fence, no statistics
  * (with HAKMEM_STATS the fast paths are off and api.c counts).  malloc pops
  * the thread cache, else the current slab; a local free pushes on the
  * thread cache (hak_heap_free_local). */
-void hak_tcache_flush(hak_heap_t *h, size_t cls, uint32_t keep);
 static inline void *hak_heap_pop(hak_heap_t *h, size_t cls)
 {
   hak_block_t *t = h->tcache[cls], *next;
