@@ -416,7 +416,7 @@ static void heap_reset(hak_heap_t *h)
   h->pend_key = HAK_OWNED_NONE;
   memset(h->pend, 0, sizeof h->pend);
   memset(h->tcache, 0, sizeof h->tcache);
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) h->tcache_room[c] = hak_class_tcache[c];
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) h->tcache_room[c] = (int32_t)hak_tcache_limit(c);
   h->pend_runs = 0;
   h->tag = (uintptr_t)h | HAK_TAG_SS;
   h->ss_list = h->ss_tail = NULL;

@@ -69,7 +69,6 @@ extern HAK_HIDDEN const uint8_t  hak_class_span[HAK_NUM_CLASSES];  /* units per 
 #define HAK_CLASS_INDEXES ((HAK_SMALL_MAX + 127 + (56 << 7)) / 128 + 1)
 extern HAK_HIDDEN const uint8_t  hak_class_of_index[HAK_CLASS_INDEXES];  /* index -> class */
 extern HAK_HIDDEN const uint8_t  hak_class_batch[HAK_NUM_CLASSES];  /* remote frees held per run */
-extern HAK_HIDDEN const uint8_t  hak_class_tcache[HAK_NUM_CLASSES]; /* thread-cache blocks at most */
 #define HAK_TCACHE_MAX   64
 #define HAK_TCACHE_BYTES (16 * 1024)  /* a thread holds at most 445 KiB in all */
 
@@ -90,6 +89,14 @@ static inline size_t hak_class_index(size_t n)
   return j;
 }
 static inline size_t hak_size_class(size_t n) { return hak_class_of_index[hak_class_index(n)]; }
+/* Blocks a thread cache holds of class c at most (heap.c): HAK_TCACHE_MAX,
+ * or HAK_TCACHE_BYTES of blocks; none of a class above HAK_TCACHE_BYTES.
+ * Off the fast path (heap set-up and flushes). */
+static inline uint32_t hak_tcache_limit(size_t c)
+{
+  uint32_t k = HAK_TCACHE_BYTES / hak_class_size[c];
+  return k > HAK_TCACHE_MAX ? HAK_TCACHE_MAX : k;
+}
 void hak_size_class_check(void);  /* debug builds */
 /* Smallest class >= n whose block size is a multiple of align (align <= 4096),
  * or -1 if none. */
@@ -480,8 +487,8 @@ struct hak_heap {
    * its own slabs, which malloc hands out before the current slab's: the
    * block freed last, whatever its slab, is the one most likely still in
    * the CPU's cache (tcmalloc's thread cache).  Invariants: tcache[c] lists
-   * hak_class_tcache[c] - tcache_room[c] free blocks of class c (at most
-   * hak_class_tcache[c]: a free that takes the room below 0 flushes), in
+   * hak_tcache_limit(c) - tcache_room[c] free blocks of class c (at most
+   * hak_tcache_limit(c): a free that takes the room below 0 flushes), in
    * slabs this heap owns; they count as used in their slabs until flushed
    * back (hak_tcache_flush); empty whenever the heap is not live (thread
    * exit, collect and parking flush it). */
@@ -613,7 +620,7 @@ static inline void hak_heap_free_local(hak_heap_t *h, void *p)
   size_t c = s->tcls;
   hak_block_set_next(b, h->tcache[c]);
   h->tcache[c] = b;
-  if (HAK_UNLIKELY(--h->tcache_room[c] < 0)) hak_tcache_flush(h, c, hak_class_tcache[c] / 2);
+  if (HAK_UNLIKELY(--h->tcache_room[c] < 0)) hak_tcache_flush(h, c, hak_tcache_limit(c) / 2);
 }
 
 /* -------------------------------------------------------------- superslab */

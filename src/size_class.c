@@ -32,15 +32,6 @@ const uint8_t hak_class_batch[HAK_NUM_CLASSES] = {
   1, 1, 1, 1,
 };
 
-/* Blocks a thread cache holds per class (heap.c): HAK_TCACHE_MAX, or
- * HAK_TCACHE_BYTES of blocks; none of a class above HAK_TCACHE_BYTES. */
-const uint8_t hak_class_tcache[HAK_NUM_CLASSES] = {
-  64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 51, 42, 36, 32,
-  25, 21, 18, 16, 12, 10, 9, 8, 6, 5, 4, 4, 3, 2, 2, 2,
-  1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-  0, 0, 0, 0,
-};
-
 /* hak_class_index(n) -> class, for n <= HAK_SMALL_MAX (generated from
  * hak_class_size; hak_size_class_check verifies it). */
 const uint8_t hak_class_of_index[HAK_CLASS_INDEXES] = {
@@ -154,9 +145,6 @@ void hak_size_class_check(void)
     size_t b = (size_t)64 * 1024 / hak_class_size[c];
     b = b > HAK_REMOTE_BATCH ? HAK_REMOTE_BATCH : b == 0 ? 1 : b;
     if (hak_class_batch[c] != b) hak_fatal("remote batch table", (void *)c);
-    size_t k = HAK_TCACHE_BYTES / hak_class_size[c];
-    k = k > HAK_TCACHE_MAX ? HAK_TCACHE_MAX : k;
-    if (hak_class_tcache[c] != k) hak_fatal("thread cache table", (void *)c);
   }
 }
 #endif
