@@ -137,7 +137,6 @@ static inline bool hak_block_is_free(const hak_block_t *b)
 {
   return (b->link ^ b->check) == hak_keys.check;
 }
-/* The next block on b's list; aborts if b is not an intact free block. */
 /* Decode b's link into *next; false if b's two words do not match. */
 static inline bool hak_block_decode(const hak_block_t *b, hak_block_t **next)
 {
@@ -145,6 +144,7 @@ static inline bool hak_block_decode(const hak_block_t *b, hak_block_t **next)
   *next = (hak_block_t *)(link ^ hak_keys.link);
   return (link ^ b->check) == hak_keys.check;
 }
+/* The next block on b's list; aborts if b is not an intact free block. */
 static inline hak_block_t *hak_block_next(const hak_block_t *b)
 {
   hak_block_t *next;
@@ -213,7 +213,8 @@ enum { HAK_SLAB_UNUSED = 0, HAK_SLAB_CUR, HAK_SLAB_PARTIAL, HAK_SLAB_FULL, HAK_S
  *    first line (a shared line cost a cache miss on every remote free: 41%
  *    of a producer/consumer free's samples).
  * Invariants: used = blocks handed out and not yet returned to this free list
- * (blocks waiting on the remote stack or a delayed list count as used);
+ * (blocks waiting on the remote stack or a delayed list, or held by the
+ * owner's thread cache, count as used);
  * capacity <= reserved; blocks [0, capacity) were carved; free and rfree
  * list only blocks of this slab; used == 0 means every carved block is on
  * free or rfree; remote_x == x for the geometry. */
