@@ -87,17 +87,31 @@ static HAK_NOINLINE void free_remote_checked(hak_heap_t *h, hak_superslab_t *ss,
 
 /* A block of a SuperSlab another heap owns (or nobody: abandoned).  The
  * caller holds the RCU read lock, or p is in the SuperSlab that this heap's
- * pending frees pin (pend_key).  Only tail calls: no registers to save. */
+ * pending frees pin (pend_key).  A thread that allocates the class keeps
+ * the block in its thread cache while there is room: its next malloc of
+ * the class gets the block it just freed, still in its CPU's cache, where
+ * the block's owner would get it cold (bench/turnover, where nearly every
+ * free is of another thread's block: 10.6 -> 16.2 M ops/s at 4 threads,
+ * 7.9 -> 11.1 M at 16, medians of 5).  Else the free is held back
+ * for its owner (hak_remote_defer).  Only tail calls: no registers to save. */
 static inline void free_remote(hak_heap_t *h, void *p)
 {
   hak_superslab_t *ss = hak_ss_of(p);
   hak_slab_t *s = hak_slab_of(ss, p);
-  if (HAK_UNLIKELY(!hak_slab_is_block_remote(s, p) || hak_block_is_free((hak_block_t *)p) || !hak_fast_on() ||
+  hak_block_t *b = (hak_block_t *)p;
+  if (HAK_UNLIKELY(!hak_slab_is_block_remote(s, p) || hak_block_is_free(b) || !hak_fast_on() ||
                    h->state != HAK_HEAP_LIVE)) {
     free_remote_checked(h, ss, s, p);
     return;
   }
-  hak_remote_defer(h, s, (hak_block_t *)p);
+  size_t c = s->cls;
+  if (h->tcache_room[c] > 0 && h->cur[c] != &hak_slab_empty) {
+    hak_block_set_next(b, h->tcache[c]);
+    h->tcache[c] = b;
+    h->tcache_room[c]--;
+    return;
+  }
+  hak_remote_defer(h, s, b);
 }
 
 /* A block of a SuperSlab this heap owns, with the fast paths off (secure

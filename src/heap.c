@@ -278,7 +278,11 @@ static void heap_sweep_abandoned(hak_heap_t *h)
 
 /* Keep the newest `keep` blocks of class c's thread cache; the others go
  * back to their slabs (a slab may become empty and go, or leave the full
- * state, as on any local free). */
+ * state, as on any local free), or, when another heap owns the slab (or
+ * nobody: abandoned), to its owner as remote frees.  Ownership cannot
+ * change under us in a way that matters: only this thread makes a
+ * SuperSlab ours, and one that is ours stays ours until this heap gives
+ * it up, after flushing. */
 void hak_tcache_flush(hak_heap_t *h, size_t c, uint32_t keep)
 {
   hak_block_t *b = h->tcache[c], *rest = b;
@@ -292,7 +296,10 @@ void hak_tcache_flush(hak_heap_t *h, size_t c, uint32_t keep)
   }
   while (rest != NULL) {
     hak_block_t *next = hak_block_next(rest);
-    hak_heap_push_block(h, hak_slab_of(hak_ss_of(rest), rest), rest);
+    hak_superslab_t *ss = hak_ss_of(rest);
+    hak_slab_t *s = hak_slab_of(ss, rest);
+    if (HAK_LIKELY(atomic_load_explicit(&ss->owner, memory_order_relaxed) == h)) hak_heap_push_block(h, s, rest);
+    else hak_remote_defer(h, s, rest);
     h->tcache_room[c]++;
     rest = next;
   }

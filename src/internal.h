@@ -213,8 +213,8 @@ enum { HAK_SLAB_UNUSED = 0, HAK_SLAB_CUR, HAK_SLAB_PARTIAL, HAK_SLAB_FULL, HAK_S
  *    first line (a shared line cost a cache miss on every remote free: 41%
  *    of a producer/consumer free's samples).
  * Invariants: used = blocks handed out and not yet returned to this free list
- * (blocks waiting on the remote stack or a delayed list, or held by the
- * owner's thread cache, count as used);
+ * (blocks waiting on the remote stack or a delayed list, or held by a
+ * thread cache, count as used);
  * capacity <= reserved; blocks [0, capacity) were carved; free and rfree
  * list only blocks of this slab; used == 0 means every carved block is on
  * free or rfree; remote_x == x for the geometry. */
@@ -484,15 +484,20 @@ struct hak_heap {
    * (free_other in api.c, which puts them back in their slot).  All slots
    * HAK_OWNED_NONE while the fast paths are off (hak_fast_on). */
   uintptr_t owned[HAK_OWNED_SLOTS];
-  /* The thread cache: per class, a LIFO of blocks this thread freed into
-   * its own slabs, which malloc hands out before the current slab's: the
-   * block freed last, whatever its slab, is the one most likely still in
-   * the CPU's cache (tcmalloc's thread cache).  Invariants: tcache[c] lists
+  /* The thread cache: per class, a LIFO of blocks this thread freed, which
+   * malloc hands out before the current slab's: the block freed last,
+   * whatever its slab, is the one most likely still in the CPU's cache
+   * (tcmalloc's thread cache).  Blocks of its own slabs always go there;
+   * blocks of other heaps' slabs (free_remote in api.c) only while there
+   * is room and the thread allocates the class itself (cur[c] set), so a
+   * thread that only frees holds none back.  Invariants: tcache[c] lists
    * hak_tcache_limit(c) - tcache_room[c] free blocks of class c (at most
-   * hak_tcache_limit(c): a free that takes the room below 0 flushes), in
-   * slabs this heap owns; they count as used in their slabs until flushed
-   * back (hak_tcache_flush); empty whenever the heap is not live (thread
-   * exit, collect and parking flush it). */
+   * hak_tcache_limit(c): a local free that takes the room below 0
+   * flushes); they count as used in their slabs, whoever owns them, until
+   * flushed (hak_tcache_flush: to the slab's free list if this heap owns
+   * it then, else as a remote free), so no slab or SuperSlab holding one
+   * can be released; empty whenever the heap is not live (thread exit,
+   * collect and parking flush it). */
   hak_block_t *tcache[HAK_NUM_CLASSES];
   int32_t tcache_room[HAK_NUM_CLASSES];
   hak_slab_t *cur[HAK_NUM_CLASSES];        /* fast path: slab being allocated from */

@@ -1,6 +1,7 @@
 /* unit_tcache.c: the thread cache (src/heap.c, hak_heap_pop and
  * hak_heap_free_local in src/internal.h), with the fast paths on (no
- * HAKMEM_STATS): which block malloc hands out after frees.
+ * HAKMEM_STATS): which block malloc hands out after frees, of the thread's
+ * own blocks and of another thread's.
  *
  * Each test runs in a thread of its own, so it starts with a fresh heap.
  */
@@ -68,6 +69,49 @@ static void *bounded_lifo(void *arg)
   return NULL;
 }
 
+/* Blocks of another thread's heap: the freeing thread keeps one in its
+ * cache when it allocates that class itself (its next malloc gets the block
+ * it just freed, still in its CPU's cache), and not when it has never
+ * allocated the class (a thread that only frees holds nothing back: the
+ * block goes to its owner).  The owner stays alive meanwhile, so its slab
+ * is another live heap's. */
+static pthread_mutex_t owner_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t owner_cond = PTHREAD_COND_INITIALIZER;
+static void *owner_blocks[2];
+static int owner_state;  /* 0: starting, 1: blocks ready, 2: may exit; under owner_lock */
+
+static void *owner(void *arg)
+{
+  (void)arg;
+  pthread_mutex_lock(&owner_lock);
+  owner_blocks[0] = hak_malloc(SIZE);
+  owner_blocks[1] = hak_malloc(SIZE);
+  owner_state = 1;
+  pthread_cond_broadcast(&owner_cond);
+  while (owner_state != 2) pthread_cond_wait(&owner_cond, &owner_lock);
+  pthread_mutex_unlock(&owner_lock);
+  return NULL;
+}
+
+static void *foreign_free(void *arg)
+{
+  (void)arg;
+  check_section = "foreign_free";
+  /* Never allocated SIZE: the foreign block goes to its owner. */
+  void *x = owner_blocks[0];
+  hak_free(x);
+  void *q = hak_malloc(SIZE);
+  CHECK(q != NULL && q != x, "a thread that had not allocated the class got another heap's block %p back", x);
+  /* Allocates SIZE now: the next foreign block comes straight back. */
+  void *y = owner_blocks[1];
+  hak_free(y);
+  void *r = hak_malloc(SIZE);
+  CHECK(r == y, "malloc after freeing another heap's block %p gave %p", y, r);
+  hak_free(q);
+  hak_free(r);
+  return NULL;
+}
+
 int main(void)
 {
   if (getenv("HAKMEM_STATS") != NULL || getenv("HAKMEM_SECURE") != NULL) {
@@ -76,5 +120,19 @@ int main(void)
   }
   run(cross_slab);
   run(bounded_lifo);
+  pthread_t o;
+  if (pthread_create(&o, NULL, owner, NULL) != 0) {
+    CHECK(0, "cannot run a thread");
+  } else {
+    pthread_mutex_lock(&owner_lock);
+    while (owner_state != 1) pthread_cond_wait(&owner_cond, &owner_lock);
+    pthread_mutex_unlock(&owner_lock);
+    run(foreign_free);
+    pthread_mutex_lock(&owner_lock);
+    owner_state = 2;
+    pthread_cond_broadcast(&owner_cond);
+    pthread_mutex_unlock(&owner_lock);
+    pthread_join(o, NULL);
+  }
   return check_finish("unit_tcache");
 }
