@@ -40,7 +40,7 @@
   X(ss_reserve, "HAKMEM_SS_RESERVE", "", 0, 1, 0, 1024, "empty SuperSlabs (2 MiB) each heap keeps")       \
   X(ss_cache, "HAKMEM_SS_CACHE", "", 0, 16, 0, 65536,                                                      \
     "empty (purged) SuperSlabs kept mapped for reuse by any thread instead of unmapped")                  \
-  X(parked_heaps, "HAKMEM_PARKED_HEAPS", "", 0, 16, 0, 4096,                                             \
+  X(parked_heaps, "HAKMEM_PARKED_HEAPS", "", 0, 8, 0, 4096,                                              \
     "heaps of exited threads kept whole (SuperSlabs, slabs, free pages up to 8 MiB each) for the next "   \
     "threads to start, each for at most the purge delay; `0`: a thread's SuperSlabs are handed to the "   \
     "living threads when it exits")                                                                      \
