@@ -80,6 +80,30 @@ static _Atomic(uint64_t) cache_oldest_ms;    /* earliest unpurged entry's free t
  * a sizing heuristic, ordered by nothing. */
 static _Atomic(size_t) large_live_bytes;
 
+/* The cache's temperature (default mode only; in secure mode the cache is
+ * always used, its mappings protected).  Cold: a freed mapping is not
+ * cached but discarded (purged, block area PROT_NONE, unmapped later), so a
+ * write or read after free faults and no later block can carry its data.
+ * A large allocation after a discard means the program reuses large blocks:
+ * the cache turns warm and frees cache as usual (glibc raises its mmap
+ * threshold at the free of an mmapped chunk, in the same spirit).  It turns
+ * cold again once idle: no committed page left in it and nothing cached for
+ * the purge delay (hak_large_decay), or hak_large_trim.  Transitions:
+ *   COLD -> COLD_DISCARDED   a discard (hak_large_free)
+ *   COLD_DISCARDED -> WARM   a large allocation (hak_large_alloc)
+ *   WARM -> COLD             idle (hak_large_decay), or hak_large_trim
+ * relaxed: a heuristic; a free that raced with a transition either caches
+ * or discards, both are correct (see the top comment for what it costs). */
+enum { LARGE_COLD, LARGE_COLD_DISCARDED, LARGE_WARM };
+static _Atomic(uint32_t) cache_temp;
+static _Atomic(uint64_t) cache_used_ms;   /* when it last turned warm or cached a mapping */
+/* The last mapping discarded cold: kept reserved (purged, PROT_NONE, its
+ * header registered and saying free) until the next discard or a trim, so
+ * a double free of the block most recently freed is still reported however
+ * big it was (retired at once, a mapping of 16 MiB or more would be
+ * unmapped at once, and a second free would reach glibc's free). */
+static _Atomic(hak_large_t *) cold_held;
+
 static size_t large_region_tag_base(const hak_large_t *l)
 {
   return (((uintptr_t)l >> HAK_SS_SHIFT) << 2) | HAK_TAG_LARGE;
@@ -241,12 +265,58 @@ static void cache_make_room(size_t target)
   }
 }
 
+/* ------------------------------------------------------------ temperature */
+
+/* Whether a free caches its mapping (see cache_temp). */
+static inline bool large_warm(void)
+{
+  return hak_opt.secure || atomic_load_explicit(&cache_temp, memory_order_relaxed) == LARGE_WARM;
+}
+
+/* Warm to cold once the cache is idle: it holds no committed page (its
+ * entries were purged, or cached as address space only) and nothing was
+ * cached (nor did it turn warm) for the purge delay.  By then reusing its mappings would save only
+ * the mmap and munmap calls, not a page fault, so going cold costs little;
+ * a program that keeps replacing large buffers caches one at least every
+ * purge delay and stays warm. */
+static void large_cool(uint64_t now)
+{
+  if (atomic_load_explicit(&cache_temp, memory_order_relaxed) != LARGE_WARM) return;
+  if (atomic_load_explicit(&cache_bytes, memory_order_relaxed) != 0) return;
+  uint64_t put = atomic_load_explicit(&cache_used_ms, memory_order_relaxed);
+  if (put > now || now - put < hak_opt.purge_delay_ms) return;
+  uint32_t warm = LARGE_WARM;
+  atomic_compare_exchange_strong_explicit(&cache_temp, &warm, LARGE_COLD, memory_order_relaxed,
+                                          memory_order_relaxed);
+}
+
+/* A free in the cold phase: l's pages go back now (as an munmap would give
+ * them), its block area becomes PROT_NONE (a write or read after free
+ * faults at once), and it replaces cold_held.  Returns the mapping held
+ * before (the caller retires it), or NULL.  l is never reused: see
+ * large_protect's note. */
+static hak_large_t *large_discard(hak_large_t *l)
+{
+  large_purge_below(l, large_end(l));
+  large_protect(l, false);
+  uint32_t cold = LARGE_COLD;
+  atomic_compare_exchange_strong_explicit(&cache_temp, &cold, LARGE_COLD_DISCARDED, memory_order_relaxed,
+                                          memory_order_relaxed);
+  /* acq_rel: l's header (dirty_from) goes to the thread that takes it out;
+   * the previous one's comes to us. */
+  return atomic_exchange_explicit(&cold_held, l, memory_order_acq_rel);
+}
+
 /* Give back the pages of cache entries freed more than the purge delay ago
- * (they stay cached, as address space only).  Cheap when nothing is due. */
+ * (they stay cached, as address space only), and turn the cache cold once
+ * it is idle.  Cheap when nothing is due (a clock read while warm). */
 void hak_large_decay(void)
 {
   uint64_t oldest = atomic_load_explicit(&cache_oldest_ms, memory_order_relaxed);
-  if (oldest == 0) return;
+  if (oldest == 0) {
+    if (atomic_load_explicit(&cache_temp, memory_order_relaxed) == LARGE_WARM) large_cool(hak_os_now_ms());
+    return;
+  }
   uint64_t now = hak_os_now_ms();
   if (now - oldest < hak_opt.purge_delay_ms) return;
   if (!atomic_compare_exchange_strong_explicit(&cache_oldest_ms, &oldest, 0, memory_order_relaxed,
@@ -267,16 +337,22 @@ void hak_large_decay(void)
     uint64_t none = 0;
     atomic_compare_exchange_strong_explicit(&cache_oldest_ms, &none, next, memory_order_relaxed,
                                             memory_order_relaxed);
+  } else {
+    large_cool(now);
   }
 }
 
-/* Give every cached mapping back (hak_collect, malloc_trim). */
+/* Give every cached mapping back (hak_collect, malloc_trim); the cache
+ * starts cold again. */
 void hak_large_trim(void)
 {
+  atomic_store_explicit(&cache_temp, LARGE_COLD, memory_order_relaxed);
   for (unsigned i = 0; i < CACHE_SLOTS; i++) {
     hak_large_t *l = cache_take_slot(i);
     if (l != NULL) large_retire(l);
   }
+  hak_large_t *held = atomic_exchange_explicit(&cold_held, NULL, memory_order_acq_rel);
+  if (held != NULL) large_retire(held);
   hak_retire_flush();
 }
 
@@ -396,6 +472,14 @@ static hak_large_t *large_map(size_t map_size, size_t map_align)
 void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool grow)
 {
   hak_init();  /* a thread's first call may be a large one: options first */
+  /* A large block freed (discarded) and now another allocated: the program
+   * reuses large blocks, the cache turns warm. */
+  if (atomic_load_explicit(&cache_temp, memory_order_relaxed) == LARGE_COLD_DISCARDED) {
+    uint32_t discarded = LARGE_COLD_DISCARDED;
+    atomic_store_explicit(&cache_used_ms, hak_os_now_ms(), memory_order_relaxed);  /* first: see large_cool */
+    atomic_compare_exchange_strong_explicit(&cache_temp, &discarded, LARGE_WARM, memory_order_relaxed,
+                                            memory_order_relaxed);
+  }
   if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
   /* The block starts past the header page and a canary word. */
   size_t off_min = hak_align_up(HAK_PAGE_SIZE + sizeof(uintptr_t), align);
@@ -478,6 +562,7 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
     else hak_gcount(&hak_gstats.folded.remote_frees, 1);
     if (hak_opt.stats >= 2) hak_stats_count_remote(h, l->owner_id);
   }
+  if (!large_warm()) return large_discard(l);
   size_t cached = atomic_load_explicit(&cache_bytes, memory_order_relaxed);
   size_t bound = atomic_load_explicit(&large_live_bytes, memory_order_relaxed) / 2;
   if (bound < hak_opt.large_cache / 4) bound = hak_opt.large_cache / 4;
@@ -496,6 +581,7 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   uint64_t now = hak_os_now_ms();
   bool dirty = large_committed(l) > 0;
   l->freed_ms = now;
+  atomic_store_explicit(&cache_used_ms, now, memory_order_relaxed);  /* before l is visible in a slot */
   /* All slots full: the mapping in a slot taken in turn makes room (the
    * caller retires it), so the most recently freed mappings stay cached. */
   hak_large_t *evicted = NULL;
