@@ -87,8 +87,8 @@ static _Atomic(size_t) large_live_bytes;
  * A large allocation after a discard means the program reuses large blocks:
  * the cache turns warm and frees cache as usual (glibc raises its mmap
  * threshold at the free of an mmapped chunk, in the same spirit).  It turns
- * cold again once idle: no committed page left in it and nothing cached for
- * the purge delay (hak_large_decay), or hak_large_trim.  Transitions:
+ * cold again once idle: when a decay pass has given back the pages of every
+ * entry (large_cool), or at hak_large_trim.  Transitions:
  *   COLD -> COLD_DISCARDED   a discard (hak_large_free)
  *   COLD_DISCARDED -> WARM   a large allocation (hak_large_alloc)
  *   WARM -> COLD             idle (hak_large_decay), or hak_large_trim
@@ -96,7 +96,7 @@ static _Atomic(size_t) large_live_bytes;
  * or discards, both are correct (see the top comment for what it costs). */
 enum { LARGE_COLD, LARGE_COLD_DISCARDED, LARGE_WARM };
 static _Atomic(uint32_t) cache_temp;
-static _Atomic(uint64_t) cache_used_ms;   /* when it last turned warm or cached a mapping */
+static _Atomic(uint64_t) cache_put_ms;    /* when a free last cached a mapping */
 /* The last mapping discarded cold: kept reserved (purged, PROT_NONE, its
  * header registered and saying free) until the next discard or a trim, so
  * a double free of the block most recently freed is still reported however
@@ -273,17 +273,18 @@ static inline bool large_warm(void)
   return hak_opt.secure || atomic_load_explicit(&cache_temp, memory_order_relaxed) == LARGE_WARM;
 }
 
-/* Warm to cold once the cache is idle: it holds no committed page (its
- * entries were purged, or cached as address space only) and nothing was
- * cached (nor did it turn warm) for the purge delay.  By then reusing its mappings would save only
- * the mmap and munmap calls, not a page fault, so going cold costs little;
- * a program that keeps replacing large buffers caches one at least every
- * purge delay and stays warm. */
+/* Warm to cold once the cache is idle: a decay pass gave back the pages of
+ * every entry (hak_large_decay), and no mapping was cached since the purge
+ * delay (a free that raced with the pass).  The cache's pages went unused
+ * for the purge delay: reusing its mappings now would save only the mmap
+ * and munmap calls, not a page fault, so going cold costs little.  A
+ * program that keeps replacing large buffers reuses them before they are
+ * due, or holds them live (nothing cached, nothing purged): it stays warm. */
 static void large_cool(uint64_t now)
 {
   if (atomic_load_explicit(&cache_temp, memory_order_relaxed) != LARGE_WARM) return;
   if (atomic_load_explicit(&cache_bytes, memory_order_relaxed) != 0) return;
-  uint64_t put = atomic_load_explicit(&cache_used_ms, memory_order_relaxed);
+  uint64_t put = atomic_load_explicit(&cache_put_ms, memory_order_relaxed);
   if (put > now || now - put < hak_opt.purge_delay_ms) return;
   uint32_t warm = LARGE_WARM;
   atomic_compare_exchange_strong_explicit(&cache_temp, &warm, LARGE_COLD, memory_order_relaxed,
@@ -308,27 +309,28 @@ static hak_large_t *large_discard(hak_large_t *l)
 }
 
 /* Give back the pages of cache entries freed more than the purge delay ago
- * (they stay cached, as address space only), and turn the cache cold once
- * it is idle.  Cheap when nothing is due (a clock read while warm). */
+ * (they stay cached, as address space only); the cache turns cold if no
+ * entry keeps pages.  Cheap when nothing is due. */
 void hak_large_decay(void)
 {
   uint64_t oldest = atomic_load_explicit(&cache_oldest_ms, memory_order_relaxed);
-  if (oldest == 0) {
-    if (atomic_load_explicit(&cache_temp, memory_order_relaxed) == LARGE_WARM) large_cool(hak_os_now_ms());
-    return;
-  }
+  if (oldest == 0) return;
   uint64_t now = hak_os_now_ms();
   if (now - oldest < hak_opt.purge_delay_ms) return;
   if (!atomic_compare_exchange_strong_explicit(&cache_oldest_ms, &oldest, 0, memory_order_relaxed,
                                                memory_order_relaxed))
     return;  /* another thread does this pass */
   uint64_t next = 0;
+  bool purged = false;
   for (unsigned i = 0; i < CACHE_SLOTS; i++) {
     if (atomic_load_explicit(&cache_slot[i], memory_order_relaxed) == NULL) continue;
     hak_large_t *l = cache_take_slot(i);
     if (l == NULL) continue;
     if (large_committed(l) > 0) {
-      if (now - l->freed_ms >= hak_opt.purge_delay_ms) large_purge_cached(l);
+      if (now - l->freed_ms >= hak_opt.purge_delay_ms) {
+        large_purge_cached(l);
+        purged = true;
+      }
       else if (next == 0 || l->freed_ms < next) next = l->freed_ms;
     }
     if (!cache_put_slot(l)) large_retire(l);
@@ -337,7 +339,7 @@ void hak_large_decay(void)
     uint64_t none = 0;
     atomic_compare_exchange_strong_explicit(&cache_oldest_ms, &none, next, memory_order_relaxed,
                                             memory_order_relaxed);
-  } else {
+  } else if (purged) {
     large_cool(now);
   }
 }
@@ -472,11 +474,14 @@ static hak_large_t *large_map(size_t map_size, size_t map_align)
 void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool grow)
 {
   hak_init();  /* a thread's first call may be a large one: options first */
+  /* Entries idle past the purge delay give their pages back before this
+   * allocation looks at the cache (so after an idle period the cache turns
+   * cold even if no small-block refill ran the decay meanwhile). */
+  hak_large_decay();
   /* A large block freed (discarded) and now another allocated: the program
    * reuses large blocks, the cache turns warm. */
   if (atomic_load_explicit(&cache_temp, memory_order_relaxed) == LARGE_COLD_DISCARDED) {
     uint32_t discarded = LARGE_COLD_DISCARDED;
-    atomic_store_explicit(&cache_used_ms, hak_os_now_ms(), memory_order_relaxed);  /* first: see large_cool */
     atomic_compare_exchange_strong_explicit(&cache_temp, &discarded, LARGE_WARM, memory_order_relaxed,
                                             memory_order_relaxed);
   }
@@ -530,7 +535,6 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
    * every realloc: a realloc loop must not write a shared line per call. */
   l->live_counted = l->usable;
   atomic_fetch_add_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed);
-  hak_large_decay();
   return l->user;
 }
 
@@ -581,7 +585,7 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   uint64_t now = hak_os_now_ms();
   bool dirty = large_committed(l) > 0;
   l->freed_ms = now;
-  atomic_store_explicit(&cache_used_ms, now, memory_order_relaxed);  /* before l is visible in a slot */
+  atomic_store_explicit(&cache_put_ms, now, memory_order_relaxed);  /* before l is visible in a slot */
   /* All slots full: the mapping in a slot taken in turn makes room (the
    * caller retires it), so the most recently freed mappings stay cached. */
   hak_large_t *evicted = NULL;

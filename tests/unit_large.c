@@ -203,14 +203,19 @@ static double purge_delay_ms(void) {
 }
 
 /* Waits until twice the purge delay has passed since `since` (a timer of the
- * contract, not a race), then allocates small blocks until a refill has run
- * heap maintenance, which calls hak_large_decay (at most once a purge delay):
- * 256 KiB blocks (the largest class) until several slabs were needed; none
- * is touched. */
-static void wait_purge_delay_then_refill(double since) {
+ * contract, not a race). */
+static void wait_purge_delay(double since) {
   double delay = purge_delay_ms();
   struct timespec nap = {0, 20 * 1000 * 1000};
   while (mono_ms() - since < 2 * delay + 10) nanosleep(&nap, NULL);
+}
+
+/* wait_purge_delay, then small blocks allocated until a refill has run heap
+ * maintenance, which calls hak_large_decay (at most once a purge delay):
+ * 256 KiB blocks (the largest class) until several slabs were needed; none
+ * is touched. */
+static void wait_purge_delay_then_refill(double since) {
+  wait_purge_delay(since);
   enum { K = 64 };
   void *p[K];
   for (int i = 0; i < K; i++) {
@@ -316,32 +321,54 @@ static void test_warm_reuse(void) {
 }
 
 
-/* Warm, the cache turns cold again once idle (nothing cached for the purge
- * delay, its pages given back: the next refill's maintenance), and after
- * hak_collect: a block freed then faults again. */
-static void test_cold_again(void) {
-  check_begin("cold again after the purge delay idle and after hak_collect: a freed large block faults");
-  const size_t n = 1 * MiB;
-  collect_warm();
-  unsigned char *w = hak_malloc(n);
-  REQUIRE(w != NULL, "hak_malloc(%zu)", n);
-  memset(w, 1, n);
-  hak_free(w);
-  double t_free = mono_ms();
-  CHECK(stats_now().large_cached_bytes >= n, "warm-up: the freed %zu-byte block was not cached", n);
-  wait_purge_delay_then_refill(t_free);
+/* A block of n bytes allocated, written and freed (at *out); true if the
+ * free cached it. */
+static bool alloc_write_free(size_t n, unsigned char **out) {
   unsigned char *p = hak_malloc(n);
   REQUIRE(p != NULL, "hak_malloc(%zu)", n);
-  memset(p, 2, n);
+  memset(p, 0x3A, n);
+  size_t before = stats_now().large_cached_bytes;
   hak_free(p);
-  CHECK(access_faults(p, true), "%.0f ms idle, then a 1 MiB block freed: a write to it did not fault "
-        "(the cache stayed warm)", mono_ms() - t_free);
-  /* Warm again (an allocation after the discard), then trimmed. */
-  w = hak_malloc(n);
+  *out = p;
+  return stats_now().large_cached_bytes >= before + n;
+}
+
+/* Warm, the cache turns cold again once idle: its entry was given back
+ * after the purge delay, by the next large allocation's decay or by a
+ * small-block refill's maintenance; a block freed then faults.  It stays
+ * warm while the program holds a large block past the purge delay (nothing
+ * cached: nothing idle).  And it is cold after hak_collect. */
+static void test_cold_again(void) {
+  check_begin("cold again after an idle purge delay and after hak_collect, warm while a block is held");
+  const size_t n = 1 * MiB;
+  for (int refill = 0; refill < 2; refill++) {
+    collect_warm();
+    unsigned char *w, *p;
+    CHECK(alloc_write_free(n, &w), "warm-up: the freed %zu-byte block was not cached", n);
+    double t_free = mono_ms();
+    if (refill) wait_purge_delay_then_refill(t_free);
+    else wait_purge_delay(t_free);
+    CHECK(!alloc_write_free(n, &p), "%.0f ms idle%s, then a 1 MiB block freed: it was cached (the cache stayed warm)",
+          mono_ms() - t_free, refill ? " with small refills" : "");
+    CHECK(access_faults(p, true), "%.0f ms idle%s, then a 1 MiB block freed: a write to it did not fault",
+          mono_ms() - t_free, refill ? " with small refills" : "");
+  }
+  /* Warm (an allocation after the discard above) and a block held live for
+   * the purge delay, small refills meanwhile: freed, it is cached. */
+  unsigned char *h = hak_malloc(n);
+  REQUIRE(h != NULL, "hak_malloc(%zu)", n);
+  memset(h, 0x3B, n);
+  wait_purge_delay_then_refill(mono_ms());
+  size_t before = stats_now().large_cached_bytes;
+  hak_free(h);
+  CHECK(stats_now().large_cached_bytes >= before + n, "a 1 MiB block held live past the purge delay, then freed: "
+        "not cached (the cache went cold while the program held it)");
+  /* Warm, then trimmed. */
+  unsigned char *w = hak_malloc(n), *p;
   REQUIRE(w != NULL, "hak_malloc(%zu)", n);
   memset(w, 3, n);
   hak_free(w);
-  CHECK(stats_now().large_cached_bytes >= n, "an allocation after a discard: the cache did not turn warm");
+  CHECK(stats_now().large_cached_bytes >= n, "before hak_collect: the cache was not warm");
   hak_collect();
   p = hak_malloc(n);
   REQUIRE(p != NULL, "hak_malloc(%zu)", n);
