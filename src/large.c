@@ -20,6 +20,21 @@
  * enters or leaves the cache (two mprotect calls per reuse), never on a
  * live block.
  *
+ * Default mode: the cache starts cold (cache_temp).  A freed mapping is
+ * then discarded, not cached: its pages are purged and [PAGE, E) made
+ * PROT_NONE at once (a write or read after free faults, whenever the unmap
+ * comes), and it is never reused (a new block gets fresh pages: no old
+ * contents); it stays reserved and registered, its header saying free,
+ * until the next discard retires it (cold_held: a double free of it is
+ * still reported).  The first large allocation after a discard turns the
+ * cache warm: the program reuses large blocks, and from then on frees cache
+ * as described below, unchecked, as glibc reuses large blocks once its mmap
+ * threshold rose.  The cache turns cold again when a decay pass has purged
+ * every entry (its pages went unused for the purge delay: going cold then
+ * costs only system calls) and at hak_large_trim.  What cold costs: the
+ * first reuse of each cold phase gets fresh pages instead of the freed
+ * block's (one block's page faults).
+ *
  * VMAs: [0, 2 MiB) normal pages, [2 MiB, E) huge-page advised, the guard.
  * mremap cannot take a range spanning VMAs, so growth works on the runs:
  * in place it extends the guard's VMA and opens its front part; a move
@@ -37,7 +52,7 @@
  *    time for 2.2 MiB per allocation, memset of reused ones 12% for 11.6
  *    MiB.  So a mapping is reused, and only the pages beyond what its
  *    next block needs (more than an eighth of that block) go back.
- *  - A cache of freed mappings (CACHE_SLOTS slots; committed pages at most
+ *  - A cache of freed mappings, once warm (CACHE_SLOTS slots; committed pages at most
  *    hak_opt.large_cache bytes, and above a quarter of that at most half
  *    the large bytes still live; beyond that a mapping is cached as address
  *    space only): the next large allocation takes the
@@ -127,11 +142,13 @@ static void large_check_canary(const hak_large_t *l)
 }
 
 /* The block area [PAGE, E) becomes inaccessible (free) or usable again.
- * Secure mode only, and then without huge pages: with transparent huge
- * pages in the block area, protecting cached mappings on Linux 6.18 let
- * old data survive where the pages had been purged (stress_large: calloc
- * met non-zero bytes, about 1 run in 5; never without THP or without the
- * protection).  The cause is not understood; this pairing avoids it. */
+ * Made usable again in secure mode only, and then without huge pages: with
+ * transparent huge pages in the block area, protecting cached mappings on
+ * Linux 6.18 let old data survive where the pages had been purged
+ * (stress_large: calloc met non-zero bytes, about 1 run in 5; never without
+ * THP or without the protection).  The cause is not understood; this
+ * pairing avoids it.  A cold discard (default mode, huge pages) protects a
+ * mapping that is never made usable again: it is only unmapped. */
 static void large_protect(hak_large_t *l, bool access)
 {
   hak_os_protect((char *)l + HAK_PAGE_SIZE, large_end(l) - HAK_PAGE_SIZE, access);
