@@ -703,8 +703,10 @@ hak_superslab_t *hak_handoff_take(void);
  * before the block is handed out (and before the mapping is registered, when
  * fresh); while the block is live only `live` changes, by the one free that
  * wins its CAS, and `usable`/`dirty`, by realloc of the block's holder.
- * Once free, the mapping belongs to the cache (large.c) or the retire list,
- * and only the thread that took it out of a cache slot touches it.
+ * Once free, the mapping belongs to the cache (large.c), to large.c's
+ * cold_held (the last mapping discarded while the cache was cold) or to the
+ * retire list, and only the thread that took it out of a cache slot (or of
+ * cold_held) touches it.
  * The mapping's layout is in large.c.  dirty_from: the offset from which
  * the block area (up to the guard) may hold non-zero data; the pages
  * between the header page and it read as zero (never touched since mapped

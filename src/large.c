@@ -20,6 +20,21 @@
  * enters or leaves the cache (two mprotect calls per reuse), never on a
  * live block.
  *
+ * Default mode: the cache starts cold (cache_temp).  A freed mapping is
+ * then discarded, not cached: its pages are purged and [PAGE, E) made
+ * PROT_NONE at once (a write or read after free faults, whenever the unmap
+ * comes), and it is never reused (a new block gets fresh pages: no old
+ * contents); it stays reserved and registered, its header saying free,
+ * until the next discard retires it (cold_held: a double free of it is
+ * still reported).  The first large allocation after a discard turns the
+ * cache warm: the program reuses large blocks, and from then on frees cache
+ * as described below, unchecked, as glibc reuses large blocks once its mmap
+ * threshold rose.  The cache turns cold again when a decay pass has purged
+ * every entry (its pages went unused for the purge delay: going cold then
+ * costs only system calls) and at hak_large_trim.  What cold costs: the
+ * first reuse of each cold phase gets fresh pages instead of the freed
+ * block's (one block's page faults).
+ *
  * VMAs: [0, 2 MiB) normal pages, [2 MiB, E) huge-page advised, the guard.
  * mremap cannot take a range spanning VMAs, so growth works on the runs:
  * in place it extends the guard's VMA and opens its front part; a move
@@ -37,7 +52,7 @@
  *    time for 2.2 MiB per allocation, memset of reused ones 12% for 11.6
  *    MiB.  So a mapping is reused, and only the pages beyond what its
  *    next block needs (more than an eighth of that block) go back.
- *  - A cache of freed mappings (CACHE_SLOTS slots; committed pages at most
+ *  - A cache of freed mappings, once warm (CACHE_SLOTS slots; committed pages at most
  *    hak_opt.large_cache bytes, and above a quarter of that at most half
  *    the large bytes still live; beyond that a mapping is cached as address
  *    space only): the next large allocation takes the
@@ -80,6 +95,30 @@ static _Atomic(uint64_t) cache_oldest_ms;    /* earliest unpurged entry's free t
  * a sizing heuristic, ordered by nothing. */
 static _Atomic(size_t) large_live_bytes;
 
+/* The cache's temperature (default mode only; in secure mode the cache is
+ * always used, its mappings protected).  Cold: a freed mapping is not
+ * cached but discarded (purged, block area PROT_NONE, unmapped later), so a
+ * write or read after free faults and no later block can carry its data.
+ * A large allocation after a discard means the program reuses large blocks:
+ * the cache turns warm and frees cache as usual (glibc raises its mmap
+ * threshold at the free of an mmapped chunk, in the same spirit).  It turns
+ * cold again once idle: when a decay pass has given back the pages of every
+ * entry (large_cool), or at hak_large_trim.  Transitions:
+ *   COLD -> COLD_DISCARDED   a discard (hak_large_free)
+ *   COLD_DISCARDED -> WARM   a large allocation (hak_large_alloc)
+ *   WARM -> COLD             idle (hak_large_decay), or hak_large_trim
+ * relaxed: a heuristic; a free that raced with a transition either caches
+ * or discards, both are correct (see the top comment for what it costs). */
+enum { LARGE_COLD, LARGE_COLD_DISCARDED, LARGE_WARM };
+static _Atomic(uint32_t) cache_temp;
+static _Atomic(uint64_t) cache_put_ms;    /* when a free last cached a mapping */
+/* The last mapping discarded cold: kept reserved (purged, PROT_NONE, its
+ * header registered and saying free) until the next discard or a trim, so
+ * a double free of the block most recently freed is still reported however
+ * big it was (retired at once, a mapping of 16 MiB or more would be
+ * unmapped at once, and a second free would reach glibc's free). */
+static _Atomic(hak_large_t *) cold_held;
+
 static size_t large_region_tag_base(const hak_large_t *l)
 {
   return (((uintptr_t)l >> HAK_SS_SHIFT) << 2) | HAK_TAG_LARGE;
@@ -103,11 +142,13 @@ static void large_check_canary(const hak_large_t *l)
 }
 
 /* The block area [PAGE, E) becomes inaccessible (free) or usable again.
- * Secure mode only, and then without huge pages: with transparent huge
- * pages in the block area, protecting cached mappings on Linux 6.18 let
- * old data survive where the pages had been purged (stress_large: calloc
- * met non-zero bytes, about 1 run in 5; never without THP or without the
- * protection).  The cause is not understood; this pairing avoids it. */
+ * Made usable again in secure mode only, and then without huge pages: with
+ * transparent huge pages in the block area, protecting cached mappings on
+ * Linux 6.18 let old data survive where the pages had been purged
+ * (stress_large: calloc met non-zero bytes, about 1 run in 5; never without
+ * THP or without the protection).  The cause is not understood; this
+ * pairing avoids it.  A cold discard (default mode, huge pages) protects a
+ * mapping that is never made usable again: it is only unmapped. */
 static void large_protect(hak_large_t *l, bool access)
 {
   hak_os_protect((char *)l + HAK_PAGE_SIZE, large_end(l) - HAK_PAGE_SIZE, access);
@@ -241,8 +282,52 @@ static void cache_make_room(size_t target)
   }
 }
 
+/* ------------------------------------------------------------ temperature */
+
+/* Whether a free caches its mapping (see cache_temp). */
+static inline bool large_warm(void)
+{
+  return hak_opt.secure || atomic_load_explicit(&cache_temp, memory_order_relaxed) == LARGE_WARM;
+}
+
+/* Warm to cold once the cache is idle: a decay pass gave back the pages of
+ * every entry (hak_large_decay), and no mapping was cached since the purge
+ * delay (a free that raced with the pass).  The cache's pages went unused
+ * for the purge delay: reusing its mappings now would save only the mmap
+ * and munmap calls, not a page fault, so going cold costs little.  A
+ * program that keeps replacing large buffers reuses them before they are
+ * due, or holds them live (nothing cached, nothing purged): it stays warm. */
+static void large_cool(uint64_t now)
+{
+  if (atomic_load_explicit(&cache_temp, memory_order_relaxed) != LARGE_WARM) return;
+  if (atomic_load_explicit(&cache_bytes, memory_order_relaxed) != 0) return;
+  uint64_t put = atomic_load_explicit(&cache_put_ms, memory_order_relaxed);
+  if (put > now || now - put < hak_opt.purge_delay_ms) return;
+  uint32_t warm = LARGE_WARM;
+  atomic_compare_exchange_strong_explicit(&cache_temp, &warm, LARGE_COLD, memory_order_relaxed,
+                                          memory_order_relaxed);
+}
+
+/* A free in the cold phase: l's pages go back now (as an munmap would give
+ * them), its block area becomes PROT_NONE (a write or read after free
+ * faults at once), and it replaces cold_held.  Returns the mapping held
+ * before (the caller retires it), or NULL.  l is never reused: see
+ * large_protect's note. */
+static hak_large_t *large_discard(hak_large_t *l)
+{
+  large_purge_below(l, large_end(l));
+  large_protect(l, false);
+  uint32_t cold = LARGE_COLD;
+  atomic_compare_exchange_strong_explicit(&cache_temp, &cold, LARGE_COLD_DISCARDED, memory_order_relaxed,
+                                          memory_order_relaxed);
+  /* acq_rel: l's header (dirty_from) goes to the thread that takes it out;
+   * the previous one's comes to us. */
+  return atomic_exchange_explicit(&cold_held, l, memory_order_acq_rel);
+}
+
 /* Give back the pages of cache entries freed more than the purge delay ago
- * (they stay cached, as address space only).  Cheap when nothing is due. */
+ * (they stay cached, as address space only); the cache turns cold if no
+ * entry keeps pages.  Cheap when nothing is due. */
 void hak_large_decay(void)
 {
   uint64_t oldest = atomic_load_explicit(&cache_oldest_ms, memory_order_relaxed);
@@ -253,12 +338,16 @@ void hak_large_decay(void)
                                                memory_order_relaxed))
     return;  /* another thread does this pass */
   uint64_t next = 0;
+  bool purged = false;
   for (unsigned i = 0; i < CACHE_SLOTS; i++) {
     if (atomic_load_explicit(&cache_slot[i], memory_order_relaxed) == NULL) continue;
     hak_large_t *l = cache_take_slot(i);
     if (l == NULL) continue;
     if (large_committed(l) > 0) {
-      if (now - l->freed_ms >= hak_opt.purge_delay_ms) large_purge_cached(l);
+      if (now - l->freed_ms >= hak_opt.purge_delay_ms) {
+        large_purge_cached(l);
+        purged = true;
+      }
       else if (next == 0 || l->freed_ms < next) next = l->freed_ms;
     }
     if (!cache_put_slot(l)) large_retire(l);
@@ -267,16 +356,22 @@ void hak_large_decay(void)
     uint64_t none = 0;
     atomic_compare_exchange_strong_explicit(&cache_oldest_ms, &none, next, memory_order_relaxed,
                                             memory_order_relaxed);
+  } else if (purged) {
+    large_cool(now);
   }
 }
 
-/* Give every cached mapping back (hak_collect, malloc_trim). */
+/* Give every cached mapping back (hak_collect, malloc_trim); the cache
+ * starts cold again. */
 void hak_large_trim(void)
 {
+  atomic_store_explicit(&cache_temp, LARGE_COLD, memory_order_relaxed);
   for (unsigned i = 0; i < CACHE_SLOTS; i++) {
     hak_large_t *l = cache_take_slot(i);
     if (l != NULL) large_retire(l);
   }
+  hak_large_t *held = atomic_exchange_explicit(&cold_held, NULL, memory_order_acq_rel);
+  if (held != NULL) large_retire(held);
   hak_retire_flush();
 }
 
@@ -396,6 +491,17 @@ static hak_large_t *large_map(size_t map_size, size_t map_align)
 void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool grow)
 {
   hak_init();  /* a thread's first call may be a large one: options first */
+  /* Entries idle past the purge delay give their pages back before this
+   * allocation looks at the cache (so after an idle period the cache turns
+   * cold even if no small-block refill ran the decay meanwhile). */
+  hak_large_decay();
+  /* A large block freed (discarded) and now another allocated: the program
+   * reuses large blocks, the cache turns warm. */
+  if (atomic_load_explicit(&cache_temp, memory_order_relaxed) == LARGE_COLD_DISCARDED) {
+    uint32_t discarded = LARGE_COLD_DISCARDED;
+    atomic_compare_exchange_strong_explicit(&cache_temp, &discarded, LARGE_WARM, memory_order_relaxed,
+                                            memory_order_relaxed);
+  }
   if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
   /* The block starts past the header page and a canary word. */
   size_t off_min = hak_align_up(HAK_PAGE_SIZE + sizeof(uintptr_t), align);
@@ -446,7 +552,6 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
    * every realloc: a realloc loop must not write a shared line per call. */
   l->live_counted = l->usable;
   atomic_fetch_add_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed);
-  hak_large_decay();
   return l->user;
 }
 
@@ -478,6 +583,7 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
     else hak_gcount(&hak_gstats.folded.remote_frees, 1);
     if (hak_opt.stats >= 2) hak_stats_count_remote(h, l->owner_id);
   }
+  if (!large_warm()) return large_discard(l);
   size_t cached = atomic_load_explicit(&cache_bytes, memory_order_relaxed);
   size_t bound = atomic_load_explicit(&large_live_bytes, memory_order_relaxed) / 2;
   if (bound < hak_opt.large_cache / 4) bound = hak_opt.large_cache / 4;
@@ -496,6 +602,7 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   uint64_t now = hak_os_now_ms();
   bool dirty = large_committed(l) > 0;
   l->freed_ms = now;
+  atomic_store_explicit(&cache_put_ms, now, memory_order_relaxed);  /* before l is visible in a slot */
   /* All slots full: the mapping in a slot taken in turn makes room (the
    * caller retires it), so the most recently freed mappings stay cached. */
   hak_large_t *evicted = NULL;

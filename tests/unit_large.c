@@ -9,12 +9,28 @@
  *     double_free_aligned        hak_free twice on a 4 MiB-aligned block
  *     interior                   hak_free(p + 4096) inside a 5 MiB block
  *     double_free_huge           hak_free twice on a 100 MiB block (bigger than
- *                                HAKMEM_LARGE_CACHE_KB: its pages go back at once)
+ *                                HAKMEM_LARGE_CACHE_KB: its pages go back at
+ *                                once), the process's first: the cache is cold,
+ *                                the mapping discarded (kept reserved)
+ *     double_free_huge_warm      the same after a warm-up (another large block
+ *                                freed, then allocated): cached as address space
  *     double_free_retired        hak_free twice on a 40 MiB block freed while
  *                                the 16 cache slots are full (an older mapping
- *                                is evicted to make room for it)
+ *                                is evicted to make room for it; after a warm-up)
+ *
+ * double_free, double_free_aligned and interior run on the cold cache (the
+ * process's first large blocks: a freed one is discarded), double_free_reused
+ * after a warm-up (the second block gets the first one's mapping).
  *
  * Sections (each says which contract it checks):
+ *   - the large cache starts cold (run first): the process's first 1 MiB
+ *     block, freed, faults on a write (first and last byte) and a read
+ *     (middle), and a new 1 MiB block holds none of its words; once warm (a
+ *     large allocation after a discard), a free/malloc loop of 1 MiB blocks
+ *     gets the cached mapping back; it turns cold again after the purge delay
+ *     idle (next small refill) and after hak_collect (a freed block faults);
+ *     the sections below that test the cache's reuse start with a warm-up
+ *     (collect_warm: hak_collect, then one large block allocated and freed);
  *   - calloc of large sizes is all zero, also when it reuses a freed mapping
  *     dirtied with 0xAB: sizes smaller than, equal to and larger than the
  *     dirtied block (a larger one grows the cached mapping), with other large
@@ -57,6 +73,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -158,6 +175,209 @@ static void *ballast_take(void) {
   return b;
 }
 
+/* hak_collect, then the large cache made warm again.  After a collect it is
+ * cold (src/large.c: a freed mapping is discarded, not cached); a large
+ * block freed then (discarded) makes the next large allocation turn it warm,
+ * so the tests of the cache's reuse, bound and decay run on a warm cache,
+ * still empty: the discarded mapping is not in it.  With HAKMEM_SECURE=1
+ * the cache is always warm: the block would be cached, so none is freed. */
+static void collect_warm(void) {
+  hak_collect();
+  const char *secure = getenv("HAKMEM_SECURE");
+  if (secure != NULL && *secure && strcmp(secure, "0") != 0) return;
+  void *w = hak_malloc(SMALL_MAX + 1);
+  REQUIRE(w != NULL, "hak_malloc(%zu) for the warm-up", SMALL_MAX + 1);
+  hak_free(w);
+}
+
+static double mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* HAKMEM_PURGE_DELAY_MS, as hakmem reads it (50 ms by default). */
+static double purge_delay_ms(void) {
+  const char *env = getenv("HAKMEM_PURGE_DELAY_MS");
+  return env != NULL && *env ? atof(env) : 50.0;
+}
+
+/* Waits until twice the purge delay has passed since `since` (a timer of the
+ * contract, not a race). */
+static void wait_purge_delay(double since) {
+  double delay = purge_delay_ms();
+  struct timespec nap = {0, 20 * 1000 * 1000};
+  while (mono_ms() - since < 2 * delay + 10) nanosleep(&nap, NULL);
+}
+
+/* wait_purge_delay, then small blocks allocated until a refill has run heap
+ * maintenance, which calls hak_large_decay (at most once a purge delay):
+ * 256 KiB blocks (the largest class) until several slabs were needed; none
+ * is touched. */
+static void wait_purge_delay_then_refill(double since) {
+  wait_purge_delay(since);
+  enum { K = 64 };
+  void *p[K];
+  for (int i = 0; i < K; i++) {
+    p[i] = hak_malloc(SMALL_MAX);
+    REQUIRE(p[i] != NULL, "hak_malloc(%zu)", SMALL_MAX);
+  }
+  for (int i = 0; i < K; i++) hak_free(p[i]);
+}
+
+/* ---------------------------------------------------------------- */
+/* The cold cache (default mode): what a freed large block leaves. */
+
+static sigjmp_buf fault_jmp;
+static volatile sig_atomic_t fault_armed;
+
+static void on_fault(int sig) {
+  if (fault_armed) siglongjmp(fault_jmp, 1);
+  signal(sig, SIG_DFL); /* not a probe of ours: the access runs again and kills */
+}
+
+/* Whether writing (or reading) the byte at p faults: SIGSEGV or SIGBUS. */
+static bool access_faults(unsigned char *p, bool write) {
+  struct sigaction sa, old_segv, old_bus;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_fault;
+  sigemptyset(&sa.sa_mask);
+  REQUIRE(sigaction(SIGSEGV, &sa, &old_segv) == 0 && sigaction(SIGBUS, &sa, &old_bus) == 0, "sigaction: %s",
+          strerror(errno));
+  volatile bool faulted = true;
+  if (sigsetjmp(fault_jmp, 1) == 0) {
+    fault_armed = 1;
+    if (write) *(volatile unsigned char *)p = 0x5A;
+    else (void)*(volatile unsigned char *)p;
+    faulted = false;
+  }
+  fault_armed = 0;
+  sigaction(SIGSEGV, &old_segv, NULL);
+  sigaction(SIGBUS, &old_bus, NULL);
+  return faulted;
+}
+
+#define SECRET 0x5EC2E7F00D5EC2E7ull
+
+/* Aligned words of [p, p + n) equal to SECRET. */
+static size_t count_secret(const void *p, size_t n) {
+  const uint64_t *w = p;
+  size_t k = 0;
+  for (size_t i = 0; i < n / 8; i++) k += w[i] == SECRET;
+  return k;
+}
+
+/* The process's first large block (run first: the cache starts cold).  Freed,
+ * its block area is inaccessible at once: a write to its first and last
+ * byte, and a read in the middle, fault.  A new block of the same size
+ * holds none of its words. */
+static void test_cold_start(void) {
+  check_begin("cold cache: a freed large block faults at once, the next one holds none of its bytes");
+  const size_t n = 1 * MiB;
+  uint64_t *p = hak_malloc(n);
+  REQUIRE(p != NULL, "hak_malloc(%zu)", n);
+  for (size_t i = 0; i < n / 8; i++) p[i] = SECRET;
+  hak_free(p);
+  unsigned char *b = (unsigned char *)p;
+  CHECK(access_faults(b, true), "a write to the first byte of a freed %zu-byte block did not fault "
+        "(the large cache kept it: warm from the start?)", n);
+  CHECK(access_faults(b + n / 2, false), "a read in the middle of a freed %zu-byte block did not fault", n);
+  CHECK(access_faults(b + n - 1, true), "a write to the last byte of a freed %zu-byte block did not fault", n);
+  uint64_t *q = hak_malloc(n);
+  REQUIRE(q != NULL, "hak_malloc(%zu) again", n);
+  size_t seen = count_secret(q, n);
+  CHECK(seen == 0, "a new %zu-byte block (%s address) holds %zu words of the freed one's contents", n,
+        q == p ? "the same" : "another", seen);
+  hak_free(q);
+}
+
+/* Once warm (a large allocation followed a discard), a loop that frees and
+ * allocates 1 MiB blocks gets the freed mapping back each time (the same
+ * address: the cache holds only it) and the freed block stays cached.  A
+ * cold cache would fail both (a discarded mapping stays reserved until the
+ * next discard, so no new block can have its address).  Slack: a stall of
+ * the purge delay between a free and the next allocation turns the cache
+ * cold for one round. */
+static void test_warm_reuse(void) {
+  check_begin("warm cache: freeing and re-allocating 1 MiB blocks reuses the cached mapping");
+  const size_t n = 1 * MiB;
+  enum { R = 8 };
+  collect_warm();
+  void *prev = NULL;
+  int reused = 0, cached = 0;
+  for (int i = 0; i < R; i++) {
+    unsigned char *r = hak_malloc(n);
+    REQUIRE(r != NULL, "hak_malloc(%zu)", n);
+    memset(r, i + 1, n);
+    reused += r == prev;
+    hak_free(r);
+    cached += stats_now().large_cached_bytes >= n;
+    prev = r;
+  }
+  CHECK(reused >= R - 3, "%d of %d allocations after a free got the freed mapping back (expected the cache warm)",
+        reused, R - 1);
+  CHECK(cached >= R - 2, "%d of %d freed blocks stayed cached (expected the cache warm)", cached, R);
+  hak_collect();
+}
+
+
+/* A block of n bytes allocated, written and freed (at *out); true if the
+ * free cached it. */
+static bool alloc_write_free(size_t n, unsigned char **out) {
+  unsigned char *p = hak_malloc(n);
+  REQUIRE(p != NULL, "hak_malloc(%zu)", n);
+  memset(p, 0x3A, n);
+  size_t before = stats_now().large_cached_bytes;
+  hak_free(p);
+  *out = p;
+  return stats_now().large_cached_bytes >= before + n;
+}
+
+/* Warm, the cache turns cold again once idle: its entry was given back
+ * after the purge delay, by the next large allocation's decay or by a
+ * small-block refill's maintenance; a block freed then faults.  It stays
+ * warm while the program holds a large block past the purge delay (nothing
+ * cached: nothing idle).  And it is cold after hak_collect. */
+static void test_cold_again(void) {
+  check_begin("cold again after an idle purge delay and after hak_collect, warm while a block is held");
+  const size_t n = 1 * MiB;
+  for (int refill = 0; refill < 2; refill++) {
+    collect_warm();
+    unsigned char *w, *p;
+    CHECK(alloc_write_free(n, &w), "warm-up: the freed %zu-byte block was not cached", n);
+    double t_free = mono_ms();
+    if (refill) wait_purge_delay_then_refill(t_free);
+    else wait_purge_delay(t_free);
+    CHECK(!alloc_write_free(n, &p), "%.0f ms idle%s, then a 1 MiB block freed: it was cached (the cache stayed warm)",
+          mono_ms() - t_free, refill ? " with small refills" : "");
+    CHECK(access_faults(p, true), "%.0f ms idle%s, then a 1 MiB block freed: a write to it did not fault",
+          mono_ms() - t_free, refill ? " with small refills" : "");
+  }
+  /* Warm (an allocation after the discard above) and a block held live for
+   * the purge delay, small refills meanwhile: freed, it is cached. */
+  unsigned char *h = hak_malloc(n);
+  REQUIRE(h != NULL, "hak_malloc(%zu)", n);
+  memset(h, 0x3B, n);
+  wait_purge_delay_then_refill(mono_ms());
+  size_t before = stats_now().large_cached_bytes;
+  hak_free(h);
+  CHECK(stats_now().large_cached_bytes >= before + n, "a 1 MiB block held live past the purge delay, then freed: "
+        "not cached (the cache went cold while the program held it)");
+  /* Warm, then trimmed. */
+  unsigned char *w = hak_malloc(n), *p;
+  REQUIRE(w != NULL, "hak_malloc(%zu)", n);
+  memset(w, 3, n);
+  hak_free(w);
+  CHECK(stats_now().large_cached_bytes >= n, "before hak_collect: the cache was not warm");
+  hak_collect();
+  p = hak_malloc(n);
+  REQUIRE(p != NULL, "hak_malloc(%zu)", n);
+  memset(p, 4, n);
+  hak_free(p);
+  CHECK(access_faults(p, true), "after hak_collect, a 1 MiB block freed: a write to it did not fault");
+  hak_collect();
+}
+
 /* ---------------------------------------------------------------- */
 /* calloc zeroes, also over a reused, dirtied mapping. */
 
@@ -177,7 +397,7 @@ static void test_calloc_reuse(void) {
       size_t same = 0, smaller_or_equal = 0;
       for (size_t i = 0; i < nsizes; i++) {
         size_t m = sizes[i];
-        hak_collect(); /* an empty cache: a reuse can only be of the block dirtied next */
+        collect_warm(); /* an empty cache: a reuse can only be of the block dirtied next */
         unsigned char *d = hak_malloc(n);
         REQUIRE(d != NULL, "hak_malloc(%zu) returned NULL", n);
         size_t du = hak_malloc_usable_size(d);
@@ -213,7 +433,7 @@ static void test_calloc_reuse(void) {
    * back), reuse by a smaller calloc (excess given back or kept), then larger
    * callocs that grow the reused mapping. */
   void *ballast = ballast_take();
-  hak_collect();
+  collect_warm();
   unsigned char *a = hak_malloc(8 * MiB);
   REQUIRE(a != NULL, "hak_malloc(8 MiB)");
   memset(a, 0xAB, hak_malloc_usable_size(a));
@@ -264,7 +484,7 @@ static size_t resident_bytes(const void *p, size_t n) {
 static void test_calloc_fresh(void) {
   check_begin("calloc of a fresh or purged large mapping writes none of its pages");
   const size_t n = 32 * MiB, limit = 4 * MiB + 8 * KiB;
-  hak_collect(); /* an empty cache: the first calloc maps fresh memory */
+  collect_warm(); /* an empty cache: the first calloc maps fresh memory */
   unsigned char *c = hak_calloc(1, n);
   REQUIRE(c != NULL, "hak_calloc(1, %zu)", n);
   size_t res = resident_bytes(c, n);
@@ -281,6 +501,8 @@ static void test_calloc_fresh(void) {
         ull(s.large_cached_bytes));
   unsigned char *d = hak_calloc(1, n);
   REQUIRE(d != NULL, "hak_calloc(1, %zu) again", n);
+  CHECK(d == c, "calloc(%zu) after the purged one was freed: %p, not its mapping again (%p): a purged mapping's "
+        "reuse was not exercised", n, (void *)d, (void *)c);
   res = resident_bytes(d, n);
   CHECK(res <= limit, "calloc(%zu) over a purged mapping (%s): %zu KiB resident before the program touched it "
         "(at most %zu KiB)", n, d == c ? "the same" : "another", res / KiB, limit / KiB);
@@ -303,7 +525,7 @@ static void test_cache_bound(void) {
   enum { K = 6 };
   const size_t n = 8 * MiB;
   void *b[K];
-  hak_collect();
+  collect_warm();
   for (int i = 0; i < K; i++) {
     b[i] = hak_malloc(n);
     REQUIRE(b[i] != NULL, "hak_malloc(%zu)", n);
@@ -332,12 +554,6 @@ static size_t rss_now(void) {
   return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
 }
 
-static double mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* A freed, written 8 MiB block stays committed in the cache (under its bound:
  * reuse is what makes big buffers cheap); once it has been idle for the
  * purge delay (HAKMEM_PURGE_DELAY_MS, 50 ms by default), the program's next
@@ -348,7 +564,7 @@ static double mono_ms(void) {
 static void test_cache_decay(void) {
   check_begin("an idle large cache gives its pages back after the purge delay");
   const size_t n = 8 * MiB;
-  hak_collect();
+  collect_warm();
   unsigned char *b = hak_malloc(n);
   REQUIRE(b != NULL, "hak_malloc(%zu)", n);
   memset(b, 0x77, n);
@@ -358,19 +574,8 @@ static void test_cache_decay(void) {
   size_t rss1 = rss_now();
   CHECK(s1.large_cached_bytes >= n, "a freed, written %zu-byte block: %llu bytes cached (expected kept for reuse)", n,
         ull(s1.large_cached_bytes));
-  const char *env = getenv("HAKMEM_PURGE_DELAY_MS");
-  double delay = env != NULL && *env ? atof(env) : 50.0;
-  struct timespec nap = {0, 20 * 1000 * 1000};
-  while (mono_ms() - t_free < 2 * delay + 10) nanosleep(&nap, NULL);
-  /* Small-block refills: 256 KiB blocks (the largest class) until several
-   * slabs were needed; none is touched. */
-  enum { K = 64 };
-  void *p[K];
-  for (int i = 0; i < K; i++) {
-    p[i] = hak_malloc(SMALL_MAX);
-    REQUIRE(p[i] != NULL, "hak_malloc(%zu)", SMALL_MAX);
-  }
-  for (int i = 0; i < K; i++) hak_free(p[i]);
+  double delay = purge_delay_ms();
+  wait_purge_delay_then_refill(t_free);
   hak_stats_t s2 = stats_now();
   size_t rss2 = rss_now();
   CHECK(s2.large_cached_bytes == 0, "%.0f ms after the free, then small-block refills: %llu bytes still cached "
@@ -695,7 +900,13 @@ static void free_twice(char *p, size_t touch) {
 
 static void misuse_double_free(void) { free_twice(hak_malloc(5 * MiB), 5 * MiB); }
 
+/* A large block freed before the misuse: the large cache turns warm at the
+ * next large allocation (it starts cold: src/large.c), so the misuse meets
+ * cached mappings, not discarded ones. */
+static void warm_up(void) { hak_free(hak_malloc(3 * MiB)); }
+
 static void misuse_double_free_reused(void) {
+  warm_up();
   char *a = hak_malloc(5 * MiB);
   memset(a, 1, 4096);
   hak_free(a);
@@ -724,10 +935,18 @@ static void misuse_underflow(void) {
   after_misuse();
 }
 
-/* 100 MiB: over HAKMEM_LARGE_CACHE_KB (64 MiB by default). */
+/* 100 MiB: over HAKMEM_LARGE_CACHE_KB (64 MiB by default).  Cold: the
+ * mapping is discarded but stays reserved, its header registered, until the
+ * next discard (retired at once, 16 MiB or more would be unmapped at once).
+ * Warm: it is cached as address space only. */
 static void misuse_double_free_huge(void) { free_twice(hak_malloc(100 * MiB), 4096); }
+static void misuse_double_free_huge_warm(void) {
+  warm_up();
+  free_twice(hak_malloc(100 * MiB), 4096);
+}
 
 static void misuse_double_free_retired(void) {
+  warm_up();
   char *p[16];
   for (int i = 0; i < 16; i++) {
     p[i] = hak_malloc(3 * MiB);
@@ -746,6 +965,7 @@ static const struct misuse cases[] = {
     {"double_free_aligned", misuse_double_free_aligned},
     {"interior", misuse_interior},
     {"double_free_huge", misuse_double_free_huge},
+    {"double_free_huge_warm", misuse_double_free_huge_warm},
     {"underflow", misuse_underflow},
     {"double_free_retired", misuse_double_free_retired},
 };
@@ -772,6 +992,9 @@ int main(int argc, char **argv) {
 #endif
   }
   hak_stats_t start = stats_now();
+  test_cold_start(); /* first: the process's first large block */
+  test_warm_reuse();
+  test_cold_again();
   test_calloc_reuse();
   test_calloc_fresh();
   test_cache_bound();
