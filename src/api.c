@@ -106,9 +106,7 @@ static inline void free_remote(hak_heap_t *h, void *p)
   }
   size_t c = s->cls;
   if (h->tcache_room[c] > 0 && h->cur[c] != &hak_slab_empty) {
-    hak_block_set_next(b, h->tcache[c]);
-    h->tcache[c] = b;
-    h->tcache_room[c]--;
+    (void)hak_tcache_push(h, c, b);
     return;
   }
   hak_remote_defer(h, s, b);

@@ -62,7 +62,7 @@ static inline uintptr_t hak_align_up(uintptr_t x, uintptr_t a) { return (x + a -
 /* Classes: 16..128 step 16 (8 classes), then four per power of two up to
  * 256 KiB.  Waste above 64 bytes is below 25%. */
 extern HAK_HIDDEN const uint32_t hak_class_size[HAK_NUM_CLASSES];  /* block size */
-extern HAK_HIDDEN const uint8_t  hak_class_span[HAK_NUM_CLASSES];  /* units per slab */
+unsigned hak_class_span(size_t c);  /* units per slab (size_class.c) */
 /* hak_class_index: 16-byte steps up to 1024 (indexes 0..64), then 128-byte
  * steps up to HAK_SMALL_MAX (65..2104); every class above 1024 bytes is a
  * multiple of 256. */
@@ -616,6 +616,15 @@ static inline void hak_heap_push_block(hak_heap_t *h, hak_slab_t *s, hak_block_t
   if (HAK_UNLIKELY((st == HAK_SLAB_FULL) | ((used == 0) & (st != HAK_SLAB_CUR)))) hak_heap_free_local_slow(h, s);
 }
 
+/* Push the validated free block b on class c's thread cache; returns the
+ * room left (below 0: the caller flushes, or must not push). */
+static inline int32_t hak_tcache_push(hak_heap_t *h, size_t c, hak_block_t *b)
+{
+  hak_block_set_next(b, h->tcache[c]);
+  h->tcache[c] = b;
+  return --h->tcache_room[c];
+}
+
 /* Free of a block in a SuperSlab this heap owns (the caller proved it:
  * owned[] or the registry), uncounted: onto the class's thread cache. */
 static inline void hak_heap_free_local(hak_heap_t *h, void *p)
@@ -627,9 +636,7 @@ static inline void hak_heap_free_local(hak_heap_t *h, void *p)
   /* The block-start check comes first: only a block start may be read. */
   if (HAK_UNLIKELY(!hak_slab_is_block(s, p) || hak_block_is_free(b))) hak_free_invalid(p, true);
   size_t c = s->tcls;
-  hak_block_set_next(b, h->tcache[c]);
-  h->tcache[c] = b;
-  if (HAK_UNLIKELY(--h->tcache_room[c] < 0)) hak_tcache_flush(h, c, hak_tcache_limit(c) / 2);
+  if (HAK_UNLIKELY(hak_tcache_push(h, c, b) < 0)) hak_tcache_flush(h, c, hak_tcache_limit(c) / 2);
 }
 
 /* -------------------------------------------------------------- superslab */

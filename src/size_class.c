@@ -15,21 +15,25 @@ const uint32_t hak_class_size[HAK_NUM_CLASSES] = {
   163840, 196608, 229376, 262144,
 };
 
-/* Units of 64 KiB per slab: the fewest that hold at least 2 blocks with at
- * most an eighth of the slab left over (hak_class_span_for).  A slab stays
- * as long as one of its blocks lives, so few blocks a slab keep the memory
- * of the bigger classes from being pinned by scattered survivors: with at
- * least 8 blocks a slab (up to 16 units, the rule before), bench/turnover
+/* Units of 64 KiB per slab of class c: the fewest that hold at least 2
+ * blocks with at most an eighth of the slab left over (at most 8 units).
+ * A slab stays as long as one of its blocks lives, so few blocks a slab
+ * keep the memory of the bigger classes from being pinned by scattered
+ * survivors: with at least 8 blocks a slab (up to 16 units, the rule
+ * before), bench/turnover
  * peaked at 11.1 / 19.8 / 44.9 MiB at 1 / 4 / 16 threads, with this rule at
  * 10.4 / 15.9 / 37.6 MiB (churn: 15.4 -> 12.1 MiB at 1 thread, 53.7 ->
  * 43.8 at 4), at no measured cost in time.  The left-over tail is address
- * space only: slabs are carved a page at a time (hak_slab_extend). */
-const uint8_t hak_class_span[HAK_NUM_CLASSES] = {
-  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-  1, 1, 1, 1, 1, 2, 1, 1, 2, 3, 2, 2, 4, 3, 4, 4,
-  5, 6, 7, 8,
-};
+ * space only: slabs are carved a page at a time (hak_slab_extend).
+ * Computed, not tabled: only a new slab asks (hak_ss_alloc_slab). */
+unsigned hak_class_span(size_t c)
+{
+  size_t size = hak_class_size[c];
+  for (size_t span = 1;; span++) {
+    size_t bytes = span * HAK_UNIT_SIZE, blocks = bytes / size;
+    if (blocks >= 2 && (bytes - blocks * size) * 8 <= bytes) return (unsigned)span;
+  }
+}
 
 /* Remote frees a heap holds back per slab of the class before it pushes
  * them (remote.c): HAK_REMOTE_BATCH, or 16 KiB of blocks, at least one.
@@ -146,15 +150,6 @@ int hak_size_class_aligned(size_t n, size_t align)
 }
 
 #ifndef NDEBUG
-/* The span rule of hak_class_span. */
-static unsigned hak_class_span_for(size_t size)
-{
-  for (size_t span = 1;; span++) {
-    size_t bytes = span * HAK_UNIT_SIZE, blocks = bytes / size;
-    if (blocks >= 2 && (bytes - blocks * size) * 8 <= bytes) return (unsigned)span;
-  }
-}
-
 /* The tables agree with the formula in internal.h and are monotonic. */
 void hak_size_class_check(void)
 {
@@ -163,7 +158,6 @@ void hak_size_class_check(void)
     if (hak_class_size[c] < n || (c > 0 && hak_class_size[c - 1] >= n)) hak_fatal("size class table", (void *)n);
   }
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
-    if (hak_class_span[c] != hak_class_span_for(hak_class_size[c])) hak_fatal("slab span table", (void *)c);
     size_t b = (size_t)16 * 1024 / hak_class_size[c];
     b = b > HAK_REMOTE_BATCH ? HAK_REMOTE_BATCH : b == 0 ? 1 : b;
     if (hak_class_batch[c] != b) hak_fatal("remote batch table", (void *)c);

@@ -124,7 +124,7 @@ static uint64_t mod_inverse(uint64_t x)
  * an empty one the heap keeps, else (if may_map) from a cached or new one. */
 hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
 {
-  unsigned span = hak_class_span[cls];
+  unsigned span = hak_class_span(cls);
   hak_superslab_t *pick = NULL;
   int unit = -1;
   /* Free units whose pages are still committed first: carving into them
