@@ -71,9 +71,16 @@ extern HAK_HIDDEN const uint8_t  hak_class_of_index[HAK_CLASS_INDEXES];  /* inde
 extern HAK_HIDDEN const uint8_t  hak_class_batch[HAK_NUM_CLASSES];  /* remote frees held per run */
 #define HAK_TCACHE_MAX   64
 /* 64 KiB a class (16 KiB before: churn -8%, mixed -10%, the classes above
- * 256 B held fewer than 64 blocks); a thread holds at most 1.8 MiB in all,
- * where tcmalloc allows 4 MiB. */
+ * 256 B held fewer than 64 blocks); a thread holds at most 1.8 MiB in all
+ * at these base bounds, where tcmalloc allows 4 MiB. */
 #define HAK_TCACHE_BYTES (64 * 1024)
+/* A class whose cache overflows may grow past its base bound, by doubling,
+ * up to 4 times it (256 blocks, 256 KiB), while the heap's growth budget
+ * lasts: HAK_TCACHE_GROW_BYTES of blocks over the base bounds, so a thread
+ * holds at most 2.8 MiB.  Growth lapses at the heap's next maintenance
+ * (heap.c, tcache_relax). */
+#define HAK_TCACHE_GROWTH     4
+#define HAK_TCACHE_GROW_BYTES (1024 * 1024)
 
 /* The table index of a size n <= HAK_SMALL_MAX, without a branch: sizes
  * above and below 1 KiB mix in a program, and a branch between them
@@ -92,9 +99,10 @@ static inline size_t hak_class_index(size_t n)
   return j;
 }
 static inline size_t hak_size_class(size_t n) { return hak_class_of_index[hak_class_index(n)]; }
-/* Blocks a thread cache holds of class c at most (heap.c): HAK_TCACHE_MAX,
- * or HAK_TCACHE_BYTES of blocks; none of a class above HAK_TCACHE_BYTES.
- * Off the fast path (heap set-up and flushes). */
+/* Blocks a thread cache holds of class c at least (its base bound; heap.c
+ * may grow it): HAK_TCACHE_MAX, or HAK_TCACHE_BYTES of blocks; none of a
+ * class above HAK_TCACHE_BYTES.  Off the fast path (heap set-up and
+ * flushes). */
 static inline uint32_t hak_tcache_limit(size_t c)
 {
   uint32_t k = HAK_TCACHE_BYTES / hak_class_size[c];
@@ -500,9 +508,15 @@ struct hak_heap {
    * flushed (hak_tcache_flush: to the slab's free list if this heap owns
    * it then, else as a remote free), so no slab or SuperSlab holding one
    * can be released; empty whenever the heap is not live (thread exit,
-   * collect and parking flush it). */
+   * collect and parking flush it).  The bound of class c is
+   * hak_tcache_limit(c) + tcache_grown[c] (hak_tcache_overflow grows it,
+   * heap maintenance resets it); blocks of other heaps are taken only
+   * below the base bound (tcache_room[c] > tcache_grown[c]).
+   * tcache_budget: bytes of growth left, HAK_TCACHE_GROW_BYTES less the
+   * sum of tcache_grown[c] * block size. */
   hak_block_t *tcache[HAK_NUM_CLASSES];
   int32_t tcache_room[HAK_NUM_CLASSES];
+  int32_t tcache_grown[HAK_NUM_CLASSES];
   hak_slab_t *cur[HAK_NUM_CLASSES];        /* fast path: slab being allocated from */
   uintptr_t tag;                            /* registry tag of SuperSlabs it owns */
   int state;                                /* HAK_HEAP_* */
@@ -512,6 +526,7 @@ struct hak_heap {
   uint32_t dirty_units;                     /* free units maybe committed */
   uint64_t dirty_since_ms;                  /* earliest dirty_ms of its SuperSlabs with dirty units */
   uint64_t maintained_ms;                   /* last heap_maintain pass */
+  uint32_t tcache_budget;                   /* see tcache */
   /* Remote frees held back (remote.c, "pending frees"), by slab; all
    * pushed before the heap parks or is given up.  pend_key: the key
    * (hak_owned_key) of the SuperSlab of the run last added to, while that
@@ -564,6 +579,9 @@ hak_heap_t *hak_heap_list(void);
 /* Keep the newest `keep` blocks of the thread cache of class cls, give the
  * others back to their slabs (heap.c). */
 void hak_tcache_flush(hak_heap_t *h, size_t cls, uint32_t keep);
+/* Class cls's thread cache went past its bound: grow the bound, or flush
+ * half (heap.c). */
+void hak_tcache_overflow(hak_heap_t *h, size_t cls);
 
 /* Small-block fast paths (the whole of malloc and free for a thread's own
  * blocks): no lock, no atomic read-modify-write, no fence, no statistics
@@ -636,7 +654,7 @@ static inline void hak_heap_free_local(hak_heap_t *h, void *p)
   /* The block-start check comes first: only a block start may be read. */
   if (HAK_UNLIKELY(!hak_slab_is_block(s, p) || hak_block_is_free(b))) hak_free_invalid(p, true);
   size_t c = s->tcls;
-  if (HAK_UNLIKELY(hak_tcache_push(h, c, b) < 0)) hak_tcache_flush(h, c, hak_tcache_limit(c) / 2);
+  if (HAK_UNLIKELY(hak_tcache_push(h, c, b) < 0)) hak_tcache_overflow(h, c);
 }
 
 /* -------------------------------------------------------------- superslab */
