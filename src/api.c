@@ -255,11 +255,26 @@ static void *large_resize(hak_heap_t *h, void *p, size_t n)
   return l != NULL ? hak_large_resize(h, l, n) : NULL;
 }
 
-/* realloc's move: a new block of n bytes (one with room to grow if large),
- * the first min(old, n) bytes copied, p freed; NULL (p untouched) if none. */
+/* The size realloc gives a block of old bytes that must grow to n <=
+ * HAK_SMALL_MAX: at least 3/8 more than old (rpmalloc's rule), so a buffer
+ * that grows a little at a time moves every third class or so, not at
+ * every class boundary (bench/strbuild appends 1..64 bytes a call), and
+ * one that grows by more gets just n. */
+static size_t realloc_grow_size(size_t old, size_t n)
+{
+  size_t want = old + old / 4 + old / 8;
+  if (n >= want) return n;
+  return want < HAK_SMALL_MAX ? want : HAK_SMALL_MAX;
+}
+
+/* realloc's move: a new block of n bytes (one with room to grow: large, or
+ * a small block that grows), the first min(old, n) bytes copied, p freed;
+ * NULL (p untouched) if none. */
 static void *realloc_move(hak_heap_t *h, void *p, size_t old, size_t n)
 {
-  void *q = n > HAK_SMALL_MAX && n <= HAK_MAX_ALLOC ? hak_large_alloc(h, n, HAK_MIN_ALIGN, false, true) : hak_malloc(n);
+  void *q;
+  if (n > HAK_SMALL_MAX) q = n <= HAK_MAX_ALLOC ? hak_large_alloc(h, n, HAK_MIN_ALIGN, false, true) : hak_malloc(n);
+  else q = hak_malloc(n > old ? realloc_grow_size(old, n) : n);
   if (q == NULL) return NULL;
   memcpy(q, p, old < n ? old : n);
   hak_free(p);

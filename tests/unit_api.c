@@ -411,6 +411,25 @@ static void test_realloc(void) {
     cur = next;
   }
   hak_free(s);
+  /* A small block that must grow a little gets 3/8 more than it had (so
+   * appending a byte at a time does not move it at every class); one
+   * that grows by more gets what was asked, rounded to its class only. */
+  for (size_t from = 16; from <= 64 * KiB; from = from * 3 / 2) {
+    void *a = hak_malloc(from);
+    REQUIRE(a != NULL, "hak_malloc(%zu)", from);
+    size_t u = hak_malloc_usable_size(a);
+    void *b = hak_realloc(a, u + 1);
+    REQUIRE(b != NULL, "hak_realloc(%zu -> %zu)", u, u + 1);
+    size_t v = hak_malloc_usable_size(b);
+    CHECK(v >= u + u / 4 + u / 8, "realloc of a %zu-byte block to %zu gave %zu usable, expected >= %zu", u, u + 1, v,
+          u + u / 4 + u / 8);
+    void *c = hak_realloc(b, 4 * v);
+    REQUIRE(c != NULL, "hak_realloc(%zu -> %zu)", v, 4 * v);
+    size_t w = hak_malloc_usable_size(c);
+    CHECK(w >= 4 * v && w <= 5 * v, "realloc of a %zu-byte block to %zu gave %zu usable, expected %zu..%zu", v,
+          4 * v, w, 4 * v, 5 * v);
+    hak_free(c);
+  }
   hak_stats_t s4 = stats_now();
   CHECK(s4.live_bytes == s0.live_bytes, "live_bytes %llu after realloc tests, was %llu",
         (unsigned long long)s4.live_bytes, (unsigned long long)s0.live_bytes);
