@@ -216,9 +216,6 @@ static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss)
 {
   atomic_store_explicit(&ss->owner, h, memory_order_release);
   hak_map_set_range(ss, HAK_SS_SIZE, h->tag);  /* the leaf exists: cannot fail */
-  /* Its free pages get a full purge delay with the adopter, which adopted
-   * it to allocate: they are about to be reused, not purged and refaulted. */
-  ss->dirty_ms = hak_os_now_ms();
   hak_ss_link(h, ss);
   for (unsigned u = 0; u < HAK_UNITS;) {
     if (ss->free_units & (1u << u)) { u++; continue; }
@@ -471,7 +468,7 @@ static void heap_reset(hak_heap_t *h)
   h->tag = (uintptr_t)h | HAK_TAG_SS;
   h->ss_list = h->ss_tail = NULL;
   h->empty_ss = h->dirty_units = 0;
-  h->dirty_since_ms = 0;
+  h->swept_ms = 0;
   h->maintained_ms = 0;
   atomic_store_explicit(&h->delayed, NULL, memory_order_relaxed);
 }

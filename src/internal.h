@@ -277,7 +277,8 @@ typedef struct hak_superslab {
   _Atomic(hak_heap_t *) owner;      /* NULL while abandoned */
   uint32_t free_units;              /* owner: bit u set = unit u not in a slab */
   uint32_t dirty_units;             /* owner: free units that may be committed */
-  uint64_t dirty_ms;                /* owner: when a unit last became dirty */
+  uint32_t dirty_aged;              /* owner: those of them that were already
+                                       dirty at the owner's last purge sweep */
   struct hak_superslab *prev, *next;/* owner heap's SuperSlab list */
   ck_stack_entry_t handoff;         /* link on the abandoned stack or the cache */
   hak_retired_t retired;            /* link on the retire list */
@@ -524,7 +525,7 @@ struct hak_heap {
   hak_superslab_t *ss_list, *ss_tail;       /* SuperSlabs owned: with room first */
   uint32_t empty_ss;                        /* owned SuperSlabs fully empty */
   uint32_t dirty_units;                     /* free units maybe committed */
-  uint64_t dirty_since_ms;                  /* earliest dirty_ms of its SuperSlabs with dirty units */
+  uint64_t swept_ms;                        /* last purge sweep (superslab.c) */
   uint64_t maintained_ms;                   /* last heap_maintain pass */
   uint32_t tcache_budget;                   /* see tcache */
   /* Remote frees held back (remote.c, "pending frees"), by slab; all
