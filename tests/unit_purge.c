@@ -96,17 +96,22 @@ int main(void)
   for (int i = 0; i < 3; i++) hak_free(x[i]);  /* X is empty: released, its units free and committed */
   CHECK(resident_pages(x[1], 80 * KiB) == 20, "slab X's pages went back at once (%zu of 20 resident): a refill "
         "right after would fault them in again", resident_pages(x[1], 80 * KiB));
-  /* Keep the SuperSlab busy: a slab freed every millisecond or so, for up
-   * to 20 delays; X's units must go back meanwhile (after 1-2 delays). */
+  /* Keep the SuperSlab busy: a slab released every millisecond or so, for
+   * up to 20 delays and at least 2 delays' worth of releases (so a thread
+   * descheduled for long still gets its sweeps); X's units must go back
+   * meanwhile (after 1-2 delays). */
   uint64_t start = now_ms();
   size_t left = 20;
-  while (now_ms() - start < 20 * DELAY_MS && (left = resident_pages(x[1], 80 * KiB)) != 0) {
+  int cycles = 0;
+  while ((now_ms() - start < 20 * DELAY_MS || cycles < 2 * DELAY_MS) &&
+         (left = resident_pages(x[1], 80 * KiB)) != 0) {
     cycle_slab(lo, hi);
+    cycles++;
     struct timespec ms = {0, 1000000};
     nanosleep(&ms, NULL);
   }
-  CHECK(left == 0, "%zu of slab X's 20 pages still resident after %d ms of other slabs' frees in its SuperSlab",
-        left, 20 * DELAY_MS);
+  CHECK(left == 0, "%zu of slab X's 20 pages still resident after %d slab releases over %llu ms in its SuperSlab",
+        left, cycles, (unsigned long long)(now_ms() - start));
   hak_free(x3);
   return check_finish("unit_purge");
 }
