@@ -312,6 +312,16 @@ static void tcache_flush_all(hak_heap_t *h)
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) hak_tcache_flush(h, c, 0);
 }
 
+/* Bytes of blocks the thread cache's grown bounds allow over their bases.
+ * Asked only when a class may still grow, which happens at most twice a
+ * class between two maintenance passes. */
+static size_t tcache_grown_bytes(const hak_heap_t *h)
+{
+  size_t n = 0;
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) n += (size_t)h->tcache_grown[c] * hak_class_size[c];
+  return n;
+}
+
 /* A class that overflows its bound frees runs of blocks that it allocates
  * again later (a request's temporaries freed together): flushing half to
  * the slabs each time, only to pop them back, is the work a bigger cache
@@ -323,9 +333,7 @@ void hak_tcache_overflow(hak_heap_t *h, size_t c)
   uint32_t base = hak_tcache_limit(c);
   uint32_t bound = base + (uint32_t)h->tcache_grown[c];
   uint32_t add = bound < HAK_TCACHE_GROWTH * base ? bound : 0;
-  uint32_t bytes = add * hak_class_size[c];
-  if (add > 0 && bytes <= h->tcache_budget) {
-    h->tcache_budget -= bytes;
+  if (add > 0 && tcache_grown_bytes(h) + (size_t)add * hak_class_size[c] <= HAK_TCACHE_GROW_BYTES) {
     h->tcache_grown[c] += (int32_t)add;
     h->tcache_room[c] += (int32_t)add;
     return;
@@ -342,7 +350,6 @@ static void tcache_relax(hak_heap_t *h)
     if (g == 0) continue;
     h->tcache_grown[c] = 0;
     h->tcache_room[c] -= g;
-    h->tcache_budget += (uint32_t)g * hak_class_size[c];
     if (h->tcache_room[c] < 0) hak_tcache_flush(h, c, hak_tcache_limit(c));
   }
 }
@@ -463,7 +470,6 @@ static void heap_reset(hak_heap_t *h)
   memset(h->tcache, 0, sizeof h->tcache);
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) h->tcache_room[c] = (int32_t)hak_tcache_limit(c);
   memset(h->tcache_grown, 0, sizeof h->tcache_grown);
-  h->tcache_budget = HAK_TCACHE_GROW_BYTES;
   h->pend_runs = 0;
   h->tag = (uintptr_t)h | HAK_TAG_SS;
   h->ss_list = h->ss_tail = NULL;

@@ -515,9 +515,8 @@ struct hak_heap {
    * collect and parking flush it).  The bound of class c is
    * hak_tcache_limit(c) + tcache_grown[c] (hak_tcache_overflow grows it,
    * heap maintenance resets it); blocks of other heaps are taken only
-   * below the base bound (tcache_room[c] > tcache_grown[c]).
-   * tcache_budget: bytes of growth left, HAK_TCACHE_GROW_BYTES less the
-   * sum of tcache_grown[c] * block size. */
+   * below the base bound (tcache_room[c] > tcache_grown[c]).  The sum of
+   * tcache_grown[c] * block size stays within HAK_TCACHE_GROW_BYTES. */
   hak_block_t *tcache[HAK_NUM_CLASSES];
   int32_t tcache_room[HAK_NUM_CLASSES];
   int32_t tcache_grown[HAK_NUM_CLASSES];
@@ -530,7 +529,6 @@ struct hak_heap {
   uint32_t dirty_units;                     /* free units maybe committed */
   uint64_t swept_ms;                        /* last purge sweep (superslab.c) */
   uint64_t maintained_ms;                   /* last heap_maintain pass */
-  uint32_t tcache_budget;                   /* see tcache */
   /* Remote frees held back (remote.c, "pending frees"), by slab; all
    * pushed before the heap parks or is given up.  pend_key: the key
    * (hak_owned_key) of the SuperSlab of the run last added to, while that
