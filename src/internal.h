@@ -50,9 +50,12 @@
 #define HAK_MAX_SPAN    16           /* largest slab: 16 units = 1 MiB */
 
 #define HAK_SMALL_MAX   ((size_t)256 * 1024)  /* largest size-class block */
-#define HAK_NUM_CLASSES 52
+#define HAK_NUM_SIZES   52           /* classes malloc's sizes map to (size_class.c) */
+#define HAK_NUM_TWINS   8            /* and their uncoloured twins (hak_class_twin) */
+#define HAK_NUM_CLASSES (HAK_NUM_SIZES + HAK_NUM_TWINS)
 #define HAK_MIN_ALIGN   16           /* every block start is 16-aligned */
-#define HAK_SLAB_ALIGN  4096         /* every slab start is page-aligned */
+#define HAK_SLAB_ALIGN  4096         /* every slab start but a coloured one is page-aligned */
+#define HAK_COLOR_ALIGN 64           /* every slab start is 64-aligned */
 #define HAK_MAX_ALLOC   ((size_t)PTRDIFF_MAX - 2 * HAK_SS_SIZE)
 
 static inline uintptr_t hak_align_up(uintptr_t x, uintptr_t a) { return (x + a - 1) & ~(a - 1); }
@@ -60,8 +63,25 @@ static inline uintptr_t hak_align_up(uintptr_t x, uintptr_t a) { return (x + a -
 /* ------------------------------------------------------------- size classes */
 
 /* Classes: 16..128 step 16 (8 classes), then four per power of two up to
- * 256 KiB.  Waste above 64 bytes is below 25%. */
+ * 256 KiB.  Waste above 64 bytes is below 25%.  Classes HAK_NUM_SIZES and
+ * up are twins (below). */
 extern HAK_HIDDEN const uint32_t hak_class_size[HAK_NUM_CLASSES];  /* block size */
+
+/* Slab colouring.  The blocks of a class whose size is a multiple of 128
+ * start at a few offsets in a page only (4 of a page's 64 cache lines for
+ * 1 KiB blocks), so their first lines, the ones malloc, free and programs
+ * touch, crowd a few sets of every cache.  The slabs of such a class up to
+ * 1 KiB are coloured: each starts a different number of cache lines into
+ * its unit (superslab.c), so different slabs use different sets (Bonwick's
+ * slab colouring).  A coloured block is then only HAK_COLOR_ALIGN-aligned:
+ * a request for more alignment goes to the class's twin, a class of the
+ * same block size whose slabs are never coloured (statistics count it with
+ * its class). */
+static inline bool hak_class_colored(size_t c)
+{
+  return c < HAK_NUM_SIZES && hak_class_size[c] % 128 == 0 && hak_class_size[c] <= 1024;
+}
+static inline size_t hak_class_twin(size_t c) { return HAK_NUM_SIZES + hak_class_size[c] / 128 - 1; }
 unsigned hak_class_span(size_t c);  /* units per slab (size_class.c) */
 /* hak_class_index: 16-byte steps up to 1024 (indexes 0..64), then 128-byte
  * steps up to HAK_SMALL_MAX (65..2104); every class above 1024 bytes is a
@@ -529,6 +549,7 @@ struct hak_heap {
   uint32_t dirty_units;                     /* free units maybe committed */
   uint64_t swept_ms;                        /* last purge sweep (superslab.c) */
   uint64_t maintained_ms;                   /* last heap_maintain pass */
+  uint8_t color[HAK_NUM_CLASSES];           /* colour of the class's next slab (superslab.c) */
   /* Remote frees held back (remote.c, "pending frees"), by slab; all
    * pushed before the heap parks or is given up.  pend_key: the key
    * (hak_owned_key) of the SuperSlab of the run last added to, while that

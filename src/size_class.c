@@ -2,9 +2,10 @@
  *
  * Classes: 16..128 bytes in steps of 16 (the hottest range, dense), then four
  * classes per power of two up to 256 KiB, so a block wastes under 25% of a
- * request above 64 bytes.  The tables are constant (checked against the
- * formulas at start-up in debug builds): malloc may run before any
- * initialisation code. */
+ * request above 64 bytes; then the uncoloured twins of the coloured classes
+ * (internal.h, hak_class_colored), for aligned requests only.  The tables
+ * are constant (checked against the formulas at start-up in debug builds):
+ * malloc may run before any initialisation code. */
 #include "internal.h"
 
 const uint32_t hak_class_size[HAK_NUM_CLASSES] = {
@@ -13,6 +14,8 @@ const uint32_t hak_class_size[HAK_NUM_CLASSES] = {
   2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 14336, 16384,
   20480, 24576, 28672, 32768, 40960, 49152, 57344, 65536, 81920, 98304, 114688, 131072,
   163840, 196608, 229376, 262144,
+  /* twins (hak_class_twin) */
+  128, 256, 384, 512, 640, 768, 896, 1024,
 };
 
 /* Units of 64 KiB per slab of class c: the fewest that hold at least 2
@@ -46,6 +49,7 @@ const uint8_t hak_class_batch[HAK_NUM_CLASSES] = {
   25, 21, 18, 16, 12, 10, 9, 8, 6, 5, 4, 4, 3, 2, 2, 2,
   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
   1, 1, 1, 1,
+  64, 64, 42, 32, 25, 21, 18, 16,
 };
 
 /* hak_class_index(n) -> class, for n <= HAK_SMALL_MAX (generated from
@@ -144,8 +148,10 @@ const uint8_t hak_class_of_index[HAK_CLASS_INDEXES] = {
 int hak_size_class_aligned(size_t n, size_t align)
 {
   if (n > HAK_SMALL_MAX || align > HAK_SLAB_ALIGN) return -1;
-  for (size_t c = hak_size_class(n); c < HAK_NUM_CLASSES; c++)
-    if (hak_class_size[c] % align == 0) return (int)c;
+  for (size_t c = hak_size_class(n); c < HAK_NUM_SIZES; c++) {
+    if (hak_class_size[c] % align != 0) continue;
+    return (int)(align > HAK_COLOR_ALIGN && hak_class_colored(c) ? hak_class_twin(c) : c);
+  }
   return -1;
 }
 
@@ -153,6 +159,8 @@ int hak_size_class_aligned(size_t n, size_t align)
 /* The tables agree with the formula in internal.h and are monotonic. */
 void hak_size_class_check(void)
 {
+  for (size_t c = 0; c < HAK_NUM_SIZES; c++)
+    if (hak_class_colored(c) && hak_class_size[hak_class_twin(c)] != hak_class_size[c]) hak_fatal("twin table", (void *)c);
   for (size_t n = 1; n <= HAK_SMALL_MAX; n++) {
     size_t c = hak_size_class(n);
     if (hak_class_size[c] < n || (c > 0 && hak_class_size[c - 1] >= n)) hak_fatal("size class table", (void *)n);

@@ -343,6 +343,14 @@ static void totals(totals_t *t)
   memset(t, 0, sizeof *t);
   for (hak_heap_t *h = hak_heap_list(); h != NULL; h = h->all_next) add_stats(t, &h->stats);
   add_stats(t, &hak_gstats.folded);
+  /* A twin (internal.h, hak_class_twin) counts as its class. */
+  for (size_t c = HAK_NUM_SIZES; c < HAK_NUM_CLASSES; c++) {
+    size_t b = hak_size_class(hak_class_size[c]);
+    t->allocs[b] += t->allocs[c];
+    t->frees[b] += t->frees[c];
+    t->slabs[b] += t->slabs[c];
+    t->allocs[c] = t->frees[c] = t->slabs[c] = 0;
+  }
 }
 
 static uint64_t sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
@@ -409,14 +417,14 @@ size_t hak_stats_get_classes(hak_class_stats_t *out, size_t n)
 {
   totals_t t;
   totals(&t);
-  for (size_t c = 0; c < n && c < HAK_NUM_CLASSES; c++) {
+  for (size_t c = 0; c < n && c < HAK_NUM_SIZES; c++) {
     out[c].block_size = hak_class_size[c];
     out[c].allocs = t.allocs[c];
     out[c].frees = t.frees[c];
     out[c].live_blocks = sub0(t.allocs[c], t.frees[c]);
     out[c].slabs = t.slabs[c];
   }
-  return HAK_NUM_CLASSES;
+  return HAK_NUM_SIZES;
 }
 
 /* ----------------------------------------------------------------- report */
@@ -440,11 +448,11 @@ static void report_summary(hak_out_t *o, const hak_stats_t *s)
 
 static void report_classes(hak_out_t *o)
 {
-  hak_class_stats_t cs[HAK_NUM_CLASSES];
-  hak_stats_get_classes(cs, HAK_NUM_CLASSES);
+  hak_class_stats_t cs[HAK_NUM_SIZES];
+  hak_stats_get_classes(cs, HAK_NUM_SIZES);
   hak_out_str(o, "hakmem: size classes (blocks; live = allocs - frees; slabs in use, abandoned ones included)\n");
   hak_out_str(o, "hakmem:   class    size        allocs         frees          live   slabs\n");
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+  for (size_t c = 0; c < HAK_NUM_SIZES; c++) {
     if ((cs[c].allocs | cs[c].frees | cs[c].slabs) == 0) continue;
     hak_out_str(o, "hakmem: ");
     hak_out_u64(o, c, 7);
@@ -656,14 +664,14 @@ typedef struct {
 static void get_mallinfo(mallinfo_t *m, hak_stats_t *s, hak_class_stats_t *cs)
 {
   hak_stats_get(s);
-  hak_stats_get_classes(cs, HAK_NUM_CLASSES);
+  hak_stats_get_classes(cs, HAK_NUM_SIZES);
   memset(m, 0, sizeof *m);
   uint64_t ss = sub0(s->superslabs_mapped, s->superslabs_unmapped);
   m->arena = ss * HAK_SS_SIZE;
   m->slabs = s->slabs;
   m->large_live = sub0(s->large_allocs, s->large_frees);
   m->large_mapped = sub0(s->mapped_bytes, m->arena);
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+  for (size_t c = 0; c < HAK_NUM_SIZES; c++) {
     m->small_live_blocks += cs[c].live_blocks;
     m->small_live_bytes += cs[c].live_blocks * cs[c].block_size;
   }
@@ -676,7 +684,7 @@ void hak_stats_mallinfo2(struct mallinfo2 *out)
 {
   hak_init();
   hak_stats_t s;
-  hak_class_stats_t cs[HAK_NUM_CLASSES];
+  hak_class_stats_t cs[HAK_NUM_SIZES];
   mallinfo_t m;
   get_mallinfo(&m, &s, cs);
   memset(out, 0, sizeof *out);
@@ -728,12 +736,12 @@ int hak_stats_malloc_info(int options, FILE *f)
   if (options != 0) return EINVAL;
   hak_init();
   hak_stats_t s;
-  hak_class_stats_t cs[HAK_NUM_CLASSES];
+  hak_class_stats_t cs[HAK_NUM_SIZES];
   mallinfo_t m;
   get_mallinfo(&m, &s, cs);
   hak_out_t o = { .fd = -1, .file = f };
   hak_out_str(&o, "<malloc version=\"1\" allocator=\"hakmem\">\n<heap nr=\"0\">\n<sizes>\n");
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+  for (size_t c = 0; c < HAK_NUM_SIZES; c++) {
     if (cs[c].live_blocks == 0) continue;
     hak_out_str(&o, "  <size");
     xml_attr(&o, "from", c == 0 ? 1 : cs[c - 1].block_size + 1);
@@ -782,7 +790,7 @@ void hak_stats_malloc_stats(void)
 {
   hak_init();
   hak_stats_t s;
-  hak_class_stats_t cs[HAK_NUM_CLASSES];
+  hak_class_stats_t cs[HAK_NUM_SIZES];
   mallinfo_t m;
   get_mallinfo(&m, &s, cs);
   hak_out_t o = { .fd = -1, .file = stderr };

@@ -18,13 +18,32 @@ static inline uint32_t units_mask(unsigned first, unsigned span)
   return (uint32_t)((((uint64_t)1 << span) - 1) << first);
 }
 
+/* Where unit u's blocks may start: past the header in unit 0. */
+static inline uint8_t *unit_start(hak_superslab_t *ss, unsigned u)
+{
+  return (uint8_t *)ss + (u == 0 ? HAK_SS_HEADER_SIZE : (size_t)u << HAK_UNIT_SHIFT);
+}
+
+/* The colour of h's next slab of class cls (internal.h, hak_class_colored):
+ * how far into its unit the first block starts, one cache line more than
+ * the class's slab before (modulo the block size), so a heap's slabs of the
+ * class cover every line of a page.  It costs a slab at most one block (a
+ * 1 KiB slab holds 63 instead of 64).  A colour taken from the unit's index
+ * instead covered far fewer lines: a heap's slabs of one class often sit a
+ * fixed number of units apart. */
+static size_t slab_color(hak_heap_t *h, size_t cls)
+{
+  if (!hak_class_colored(cls)) return 0;
+  return (size_t)h->color[cls]++ * HAK_COLOR_ALIGN % hak_class_size[cls];
+}
+
 static void slab_reset(hak_superslab_t *ss, unsigned u)
 {
   hak_slab_t *s = &ss->slabs[u];
   memset(s, 0, sizeof *s);
   s->unit = (uint8_t)u;
   s->span = 1;
-  s->start = s->remote_start = (uint8_t *)ss + (u == 0 ? HAK_SS_HEADER_SIZE : (size_t)u << HAK_UNIT_SHIFT);
+  s->start = s->remote_start = unit_start(ss, u);
   ss->unit_slab[u] = (uint16_t)((char *)s - (char *)ss);
 }
 
@@ -175,6 +194,7 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   s->block_size = bs;
   s->shift = s->remote_shift = (uint8_t)__builtin_ctz(bs);
   s->minv = s->remote_minv = mod_inverse(bs >> s->shift);
+  s->start = s->remote_start = unit_start(ss, (unsigned)unit) + slab_color(h, cls);
   s->reserved = (uint32_t)((size_t)(end - s->start) / bs);
   s->prev = s->next = NULL;
   s->cls = s->tcls = (uint8_t)cls;
@@ -257,7 +277,7 @@ static void purge_units(hak_superslab_t *ss, uint32_t units)
   while (d != 0) {
     unsigned first = (unsigned)__builtin_ctz(d), last = first;
     while (last + 1 < HAK_UNITS && (d >> (last + 1)) & 1) last++;
-    uint8_t *from = (uint8_t *)ss + (first == 0 ? HAK_SS_HEADER_SIZE : (size_t)first << HAK_UNIT_SHIFT);
+    uint8_t *from = unit_start(ss, first);
     uint8_t *to = (uint8_t *)ss + ((size_t)(last + 1) << HAK_UNIT_SHIFT);
     hak_os_purge(from, (size_t)(to - from));
     hak_gcount(&hak_gstats.purged_bytes, (size_t)(to - from));

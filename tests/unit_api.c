@@ -706,6 +706,69 @@ static void test_reuse(void) {
 }
 
 /* ---------------------------------------------------------------- */
+/* Slab colouring (src/internal.h, hak_class_colored): the slabs of the
+ * classes of 128, 256, ..., 1024 bytes start at different cache lines, and
+ * aligned requests stay aligned (they get uncoloured twins), counted with
+ * their class. */
+
+enum { COLOR_N = 2048 };
+
+static size_t class_live(size_t block_size) {
+  hak_class_stats_t cs[128];
+  size_t n = hak_stats_get_classes(cs, 128);
+  for (size_t c = 0; c < n && c < 128; c++)
+    if (cs[c].block_size == block_size) return cs[c].live_blocks;
+  return 0;
+}
+
+static void test_coloring(void) {
+  check_begin("slab colouring: blocks of 128..1024 B start at varying lines; aligned ones stay aligned");
+  static void *p[COLOR_N];
+  for (size_t bs = 128; bs <= 1024; bs += 128) {
+    /* COLOR_N blocks of the class fill several slabs (64 KiB each). */
+    uint64_t lines = 0;  /* bit k: some block starts at the k-th cache line of a page */
+    for (size_t i = 0; i < COLOR_N; i++) {
+      p[i] = hak_malloc(bs);
+      REQUIRE(p[i] != NULL, "hak_malloc(%zu) #%zu", bs, i);
+      CHECK(aligned_to(p[i], 64), "hak_malloc(%zu) = %p not 64-aligned", bs, p[i]);
+      lines |= (uint64_t)1 << ((uintptr_t)p[i] / 64 % 64);
+    }
+    /* Uncoloured, the blocks of one slab start at 64 / gcd(bs / 64, 64) of
+     * a page's lines, whatever the slab (4 for 1 KiB); coloured, at least
+     * twice as many across slabs. */
+    size_t step = bs / 64, g = step & -step, plain = 64 / (g < 64 ? g : 64);
+    size_t want = 2 * plain < 64 ? 2 * plain : 64;
+    CHECK((size_t)__builtin_popcountll(lines) >= want,
+          "%d blocks of %zu B start at %d of a page's 64 cache lines, expected at least %zu",
+          COLOR_N, bs, __builtin_popcountll(lines), want);
+    for (size_t i = 0; i < COLOR_N; i++) hak_free(p[i]);
+  }
+  /* More than 64-byte alignment from the coloured classes' sizes. */
+  static const size_t sizes[] = {100, 128, 200, 256, 500, 512, 1000, 1024};
+  for (size_t a = 128; a <= 4096; a <<= 1) {
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+      size_t s = sizes[k], live0 = class_live(1024);
+      for (size_t i = 0; i < 256; i++) {
+        void *o = NULL;
+        int rc = hak_posix_memalign(&o, a, s);
+        REQUIRE(rc == 0 && o != NULL, "hak_posix_memalign(%zu, %zu) returned %d", a, s, rc);
+        CHECK(aligned_to(o, a), "hak_posix_memalign(%zu, %zu) = %p misaligned", a, s, o);
+        p[i] = o;
+        check_fill(p[i], s, a + s + i);
+      }
+      if (a == 1024 && s > 512)  /* the twin of 1 KiB serves these: counted as 1 KiB blocks */
+        CHECK(class_live(1024) == live0 + 256, "1 KiB class: %zu live blocks after 256 aligned ones, %zu before",
+              class_live(1024), live0);
+      for (size_t i = 0; i < 256; i++) {
+        size_t at = check_verify(p[i], s, a + s + i);
+        CHECK(at == s, "aligned %zu size %zu block %zu corrupted at %zu", a, s, i, at);
+        hak_free(p[i]);
+      }
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- */
 /* Exact counters for a known single-threaded sequence. */
 
 static void test_stats_exact(void) {
@@ -769,6 +832,7 @@ int main(void) {
   test_valloc_pvalloc();
   test_free_variants();
   test_reuse();
+  test_coloring();
   test_stats_exact();
   check_begin("everything freed");
   hak_stats_t end = stats_now();
