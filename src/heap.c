@@ -386,6 +386,9 @@ static void heap_maintain(hak_heap_t *h)
   tcache_relax(h);
   park_expire(now, false);
   hak_large_decay();  /* large cache entries idle past the delay give their pages back */
+  /* Full slabs that other threads freed into become partial, so the
+   * sweep sees them too. */
+  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_remote_drain_delayed(h);
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
     heap_sweep_partial(h, c);
   }
@@ -418,6 +421,12 @@ void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
 {
   if (HAK_UNLIKELY(h->state != HAK_HEAP_LIVE)) return heap_alloc_not_live(h, cls);
   hak_remote_flush(h);  /* a refill is rare enough: what this thread held back goes now */
+  /* Maintenance on any refill, not only when a class runs out of slabs: a
+   * thread whose blocks other threads free keeps refilling from the slabs
+   * they come back to and never runs out, so without this the slabs it
+   * took at a peak stayed with it for good. */
+  heap_maintain(h);
+  hak_ss_purge(h, false);
   int adopted = 0;
   for (;;) {
     hak_slab_t *s = h->cur[cls];
@@ -436,8 +445,6 @@ void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
       if (p != NULL) return p;
       continue;
     }
-    heap_maintain(h);
-    hak_ss_purge(h, false);
     /* Memory exited threads left comes before fresh memory: adopt one of
      * their SuperSlabs (its partial slabs and free units become ours) and
      * look again; a few a refill at most, so the cost of one refill stays
