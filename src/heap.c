@@ -426,7 +426,6 @@ void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
    * they come back to and never runs out, so without this the slabs it
    * took at a peak stayed with it for good. */
   heap_maintain(h);
-  hak_ss_purge(h, false);
   int adopted = 0;
   for (;;) {
     hak_slab_t *s = h->cur[cls];
@@ -445,6 +444,7 @@ void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
       if (p != NULL) return p;
       continue;
     }
+    hak_ss_purge(h, false);
     /* Memory exited threads left comes before fresh memory: adopt one of
      * their SuperSlabs (its partial slabs and free units become ours) and
      * look again; a few a refill at most, so the cost of one refill stays
