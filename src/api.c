@@ -28,7 +28,7 @@ size_t hak_fast_limit = 0;
 
 /* Large sizes, and every size while the fast paths are off: a size class
  * (counted), a secure block, or a large block. */
-static HAK_NOINLINE void *malloc_medium(size_t n)
+HAK_NOINLINE void *hak_malloc_medium(size_t n)
 {
   /* The process's first malloc comes here too (the fast limit starts at 0). */
   if (HAK_UNLIKELY(hak_secure_mode())) return hak_secure_alloc(hak_tls_heap, n, HAK_MIN_ALIGN, false);
@@ -36,13 +36,7 @@ static HAK_NOINLINE void *malloc_medium(size_t n)
   return malloc_large(n);
 }
 
-/* Every size class: one compare, a table lookup to the class (no branch
- * between small and medium sizes), then the pop. */
-void *hak_malloc(size_t n)
-{
-  if (HAK_LIKELY(n < hak_fast_limit)) return hak_heap_pop(hak_tls_heap, hak_size_class(n));
-  return malloc_medium(n);
-}
+void *hak_malloc(size_t n) { return hak_malloc_inline(n); }
 
 /* -------------------------------------------------------------------- free */
 
@@ -143,11 +137,11 @@ static void free_local(hak_heap_t *h, void *p)
 
 /* A block of the SuperSlab this heap's pending frees pin (pend_key): it
  * cannot be released, so neither the registry nor an RCU section is
- * needed.  Out of line, apart from free_other, so that this common remote
+ * needed.  Out of line, apart from hak_free_other, so that this common remote
  * path saves no registers. */
-static HAK_NOINLINE void free_pinned(hak_heap_t *h, void *p) { free_remote(h, p); }
+HAK_NOINLINE void hak_free_pinned(hak_heap_t *h, void *p) { free_remote(h, p); }
 
-static HAK_NOINLINE void free_other(hak_heap_t *h, void *p)
+HAK_NOINLINE void hak_free_other(hak_heap_t *h, void *p)
 {
   uintptr_t tag = hak_map_get(p);
   if (tag == h->tag) { free_local(h, p); return; }
@@ -178,22 +172,7 @@ static HAK_NOINLINE void free_other(hak_heap_t *h, void *p)
   free_foreign(h, p);  /* the region left the registry meanwhile */
 }
 
-/* The fast path: a block of one of the SuperSlabs owned[] proves this
- * heap's needs no registry lookup (only this thread can release them). */
-void hak_free(void *p)
-{
-  hak_heap_t *h = hak_tls_heap;
-  uintptr_t k = hak_owned_key(p);
-  if (HAK_LIKELY(HAK_OWNED_SLOT(h, p) == k)) {
-    hak_heap_free_local(h, p);
-    return;
-  }
-  if (k == h->pend_key) {
-    free_pinned(h, p);
-    return;
-  }
-  free_other(h, p);
-}
+void hak_free(void *p) { hak_free_inline(p); }
 
 void hak_free_sized(void *p, size_t size) { (void)size; hak_free(p); }
 void hak_free_aligned_sized(void *p, size_t alignment, size_t size)

@@ -49,8 +49,8 @@ __attribute__((constructor)) static void hak_preload_init(void) { hak_init(); }
 
 /* ------------------------------------------------------------- exports */
 
-HAK_EXPORT void *malloc(size_t n) { return hak_malloc(n); }
-HAK_EXPORT void free(void *p) { hak_free(p); }
+HAK_EXPORT void *malloc(size_t n) { return hak_malloc_inline(n); }  /* not a jump to hak_malloc */
+HAK_EXPORT void free(void *p) { hak_free_inline(p); }
 HAK_EXPORT void *calloc(size_t n, size_t size) { return hak_calloc(n, size); }
 HAK_EXPORT void *realloc(void *p, size_t n) { return hak_realloc(p, n); }
 HAK_EXPORT void *reallocarray(void *p, size_t n, size_t size) { return hak_reallocarray(p, n, size); }
