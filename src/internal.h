@@ -497,7 +497,7 @@ typedef struct hak_pend {
 
 /* 64: with 16, two SuperSlabs of a heap that owns a few of them often
  * shared a slot and evicted each other, and each miss took the registry
- * (churn at 4 threads: 3% of its time in free_other/free_local). */
+ * (churn at 4 threads: 3% of its time in hak_free_other/free_local). */
 #define HAK_OWNED_SLOTS 64
 #define HAK_OWNED_NONE  UINTPTR_MAX   /* never a SuperSlab's address */
 /* The key of p's SuperSlab: its address, which free computes anyway (a key
@@ -518,7 +518,7 @@ struct hak_heap {
    * into one of them needs no registry lookup.  Exact: a slot holds k only
    * while the heap owns that SuperSlab (hak_ss_link sets it, hak_ss_unlink
    * clears it); other owned SuperSlabs are found through the registry
-   * (free_other in api.c, which puts them back in their slot).  All slots
+   * (hak_free_other in api.c, which puts them back in their slot).  All slots
    * HAK_OWNED_NONE while the fast paths are off (hak_fast_on). */
   uintptr_t owned[HAK_OWNED_SLOTS];
   /* The thread cache: per class, a LIFO of blocks this thread freed, which
@@ -853,9 +853,9 @@ static inline void hak_init(void)
   if (HAK_UNLIKELY(atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2)) hak_init_slow();
 }
 
-/* The fast paths (api.c): hak_malloc serves sizes below hak_fast_limit
- * with hak_heap_pop, and hak_free frees blocks that owned[] proves local
- * with hak_heap_free_local.  Both are off (limit 0, owned[] empty) before
+/* The fast paths (hak_malloc_inline and hak_free_inline below): malloc
+ * serves sizes below hak_fast_limit with hak_heap_pop, and free frees
+ * blocks that owned[] proves local with hak_heap_free_local.  Both are off (limit 0, owned[] empty) before
  * initialisation, in secure mode and with statistics: those calls take the
  * out-of-line paths, which check and count.  Written once by
  * hak_init_slow. */
