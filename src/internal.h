@@ -855,10 +855,10 @@ static inline void hak_init(void)
 
 /* The fast paths (hak_malloc_inline and hak_free_inline below): malloc
  * serves sizes below hak_fast_limit with hak_heap_pop, and free frees
- * blocks that owned[] proves local with hak_heap_free_local.  Both are off (limit 0, owned[] empty) before
- * initialisation, in secure mode and with statistics: those calls take the
- * out-of-line paths, which check and count.  Written once by
- * hak_init_slow. */
+ * blocks that owned[] proves local with hak_heap_free_local.  Both are off
+ * (limit 0, owned[] empty) before initialisation, in secure mode and with
+ * statistics: those calls take the out-of-line paths, which check and
+ * count.  Written once by hak_init_slow. */
 extern HAK_HIDDEN size_t hak_fast_limit;
 static inline bool hak_fast_on(void) { return hak_fast_limit != 0; }
 
