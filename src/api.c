@@ -147,8 +147,10 @@ HAK_NOINLINE void hak_free_other(hak_heap_t *h, void *p)
   if (tag == h->tag) { free_local(h, p); return; }
   if (tag == 0) { free_foreign(h, p); return; }
   if (HAK_UNLIKELY(h->state == HAK_HEAP_EMPTY)) {
-    h = hak_heap_thread_get(h);
-    if (tag == h->tag) {  /* the heap it got is a parked one that owns p */
+    h = hak_heap_thread_get(h, tag);
+    /* Read again: the heap it got is ours now, so a tag naming it is not
+     * stale (the first read may predate a give-up and the heap's reuse). */
+    if (hak_map_get(p) == h->tag) {  /* a parked heap that owns p */
       free_local(h, p);
       return;
     }

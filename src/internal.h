@@ -589,7 +589,7 @@ _Noreturn void hak_free_invalid(const void *p, bool owner);
 void  hak_heap_free_local_slow(hak_heap_t *h, hak_slab_t *s);
 void  hak_heap_collect(hak_heap_t *h, bool force);
 hak_heap_t *hak_heap_acquire(void);
-hak_heap_t *hak_heap_thread_get(hak_heap_t *h);
+hak_heap_t *hak_heap_thread_get(hak_heap_t *h, uintptr_t tag);
 void  hak_heap_abandon(hak_heap_t *h);
 void  hak_heap_thread_init(void);
 void  hak_heap_init(void);

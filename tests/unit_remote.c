@@ -16,6 +16,8 @@
  * 2b. Heir: a thread allocates blocks and exits; the next thread to start
  *    takes its parked heap whole: it frees those blocks as its own (no
  *    remote free) and its new blocks come from the same SuperSlabs.
+ * 2c. Heirs out of order: of two parked heaps, a thread whose first call
+ *    frees a block of the one parked last takes that one, not the older.
  * 3. Ping-pong: two threads allocate blocks and hand them to each other to
  *    check and free; every block is a remote free, contents intact, counters
  *    balanced at the end.
@@ -26,6 +28,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -332,6 +335,79 @@ static void test_heir(void) {
   free(blocks);
 }
 
+/* 2c. Heirs out of order: threads X and Y allocate, both alive at once (so
+ * they have two heaps), then exit, X first, so X's heap is the one parked
+ * longest.  A thread whose first call frees one of Y's blocks takes Y's
+ * heap (the one parked last) rather than X's: it frees Y's blocks as its
+ * own; the next thread, freeing X's, gets X's. */
+struct twin_job {
+  struct gone_job alloc;
+  pthread_barrier_t *allocated; /* X, Y and main: both have allocated */
+  sem_t go;                     /* main: exit now */
+};
+
+static void *alloc_wait_exit(void *arg) {
+  struct twin_job *j = arg;
+  alloc_and_exit(&j->alloc);
+  pthread_barrier_wait(j->allocated);
+  while (sem_wait(&j->go) != 0) {
+  }
+  return NULL;
+}
+
+static void run_heir(struct heir_job *hj) {
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, heir_thread, hj) == 0, "pthread_create");
+  pthread_join(t, NULL);
+}
+
+static void test_heir_newest(void) {
+  check_begin("a thread whose first free is of the heap parked last takes that heap");
+  enum { N = 2000 };
+  const size_t size = 160;
+  void **bx = malloc(N * sizeof(void *)), **by = malloc(N * sizeof(void *));
+  REQUIRE(bx != NULL && by != NULL, "test's own malloc failed");
+  hak_collect(); /* no parked heap is left from the tests before */
+  hak_stats_t sb = stats_now();
+  pthread_barrier_t allocated;
+  REQUIRE(pthread_barrier_init(&allocated, NULL, 3) == 0, "pthread_barrier_init");
+  struct twin_job xj = {.alloc = {bx, N, size, false}, .allocated = &allocated};
+  struct twin_job yj = {.alloc = {by, N, size, false}, .allocated = &allocated};
+  REQUIRE(sem_init(&xj.go, 0, 0) == 0 && sem_init(&yj.go, 0, 0) == 0, "sem_init");
+  pthread_t tx, ty;
+  REQUIRE(pthread_create(&tx, NULL, alloc_wait_exit, &xj) == 0, "pthread_create");
+  REQUIRE(pthread_create(&ty, NULL, alloc_wait_exit, &yj) == 0, "pthread_create");
+  pthread_barrier_wait(&allocated);
+  sem_post(&xj.go);
+  pthread_join(tx, NULL);
+  sem_post(&yj.go);
+  pthread_join(ty, NULL);
+  REQUIRE(!xj.alloc.failed && !yj.alloc.failed, "allocation of %d blocks of %zu failed", N, size);
+  hak_stats_t s0 = stats_now();
+  struct heir_job hy = {by, N, size, 0, 0};
+  run_heir(&hy);
+  hak_stats_t s1 = stats_now();
+  struct heir_job hx = {bx, N, size, 0, 0};
+  run_heir(&hx);
+  hak_stats_t s2 = stats_now();
+  CHECK(hy.corrupt == 0 && hx.corrupt == 0, "%zu + %zu blocks corrupted", hy.corrupt, hx.corrupt);
+  CHECK(s1.remote_frees == s0.remote_frees, "the heir of the heap parked last freed %llu of its blocks remotely",
+        (unsigned long long)(s1.remote_frees - s0.remote_frees));
+  CHECK(s2.remote_frees == s1.remote_frees, "the heir of the heap parked first freed %llu of its blocks remotely",
+        (unsigned long long)(s2.remote_frees - s1.remote_frees));
+  CHECK(hy.reused == N && hx.reused == N, "new blocks in the freed heap's SuperSlabs: %zu and %zu of %d", hy.reused,
+        hx.reused, N);
+  CHECK(s2.live_bytes == sb.live_bytes, "live_bytes %llu at the end, %llu before X and Y allocated",
+        (unsigned long long)s2.live_bytes, (unsigned long long)sb.live_bytes);
+  printf("   heirs: remote_frees +%llu then +%llu\n", (unsigned long long)(s1.remote_frees - s0.remote_frees),
+         (unsigned long long)(s2.remote_frees - s1.remote_frees));
+  pthread_barrier_destroy(&allocated);
+  sem_destroy(&xj.go);
+  sem_destroy(&yj.go);
+  free(bx);
+  free(by);
+}
+
 /* ------------------------------------------------------------------ */
 /* 3. Ping-pong: each thread allocates, the other checks and frees. */
 
@@ -578,6 +654,7 @@ int main(void) {
   test_owner_alive();
   test_owner_gone();
   test_heir();
+  test_heir_newest();
   test_ping_pong();
   test_realloc_first_call();
   return check_finish("unit_remote");
