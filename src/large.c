@@ -10,6 +10,12 @@
  *   [user, E)      the block, placed so that it ends at E (a block that
  *                  realloc made starts at the bottom instead, with room to
  *                  grow above it: realloc will likely grow it again);
+ *   [user + usable, E)  when the block's size is not a multiple of its
+ *                  alignment, the bytes left before the guard (`tail`, at
+ *                  most TAIL_MAX): canary bytes, checked by free and
+ *                  realloc, so an overflow of 1 to 15 bytes is caught
+ *                  there (the guard catches the rest); malloc_usable_size
+ *                  is then the size asked for;
  *   [E, map_size)  the guard region: PROT_NONE, so a buffer overflow faults
  *                  at its first byte past the block (the block is exact
  *                  when its size is a multiple of its alignment, 16).
@@ -131,6 +137,26 @@ static inline size_t large_end(const hak_large_t *l) { return l->map_size - GUAR
 static inline size_t large_committed(const hak_large_t *l) { return large_end(l) - l->dirty_from; }
 
 static inline uintptr_t large_canary(const void *user) { return hak_keys.check ^ (uintptr_t)user; }
+
+/* The canary bytes after a fresh block (top comment): from the secret key,
+ * high bit set (text, the commonest overflow, never matches). */
+#define TAIL_MAX 64
+static inline uint8_t large_tail_byte(size_t i) { return (uint8_t)(hak_keys.check >> (8 * (i & 7))) | 0x80; }
+
+static void large_write_tail(hak_large_t *l)
+{
+  uint8_t *t = (uint8_t *)l->user + l->usable;
+  for (size_t i = 0; i < l->tail; i++) t[i] = large_tail_byte(i);
+}
+
+static void large_check_tail(const hak_large_t *l)
+{
+  const uint8_t *t = (const uint8_t *)l->user + l->usable;
+  for (size_t i = 0; i < l->tail; i++)
+    if (HAK_UNLIKELY(t[i] != large_tail_byte(i)))
+      hak_fatal("free(): heap corruption: the bytes after a large block were overwritten (buffer overflow)",
+                l->user);
+}
 
 /* free()/realloc() of a block whose canary word is gone: the program wrote
  * before the start of its block. */
@@ -515,9 +541,14 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   hak_large_t *l = large_map(map_size, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
   if (l == NULL) { errno = ENOMEM; return NULL; }
   size_t end = large_end(l), off, usable;
+  uint32_t tail = 0;
   if (!grow) {
     off = (end - size) & ~(align - 1);  /* the block ends at the guard */
     usable = end - off;
+    if (usable - size <= TAIL_MAX) {  /* the rest is canary bytes */
+      tail = (uint32_t)(usable - size);
+      usable = size;
+    }
   } else {
     /* A block realloc will likely grow again: at the bottom of its area,
      * with the rest above it to grow into without a system call. */
@@ -529,6 +560,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   l->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);
   l->user = (char *)l + off;
   l->usable = usable;
+  l->tail = tail;
   /* A reused mapping may hold dirty pages below this block (a larger block
    * used it before).  They go back once they exceed an eighth of the block
    * (whole units: a huge page under the block's start stays), so a live
@@ -543,6 +575,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
     size_t from = l->dirty_from > off ? l->dirty_from : off;
     memset((char *)l + from, 0, off + usable - from);
   }
+  large_write_tail(l);
   /* The holder may write all of it, and a huge page commits its region. */
   if (l->dirty_from > large_region_floor(below)) l->dirty_from = large_region_floor(below);
   /* release: a reader that finds the block live sees its header written */
@@ -574,6 +607,7 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   if (!atomic_compare_exchange_strong_explicit(&l->live, &one, 0, memory_order_acq_rel, memory_order_relaxed))
     hak_fatal("free(): double free of a large block", p);
   large_check_canary(l);
+  large_check_tail(l);
   count_large(h, false, 1, l->usable);
   atomic_fetch_sub_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed);
   /* Freed by a thread that did not allocate it (ids, not tags: a heap is
@@ -634,6 +668,7 @@ void hak_large_retire(hak_large_t *l)
 void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size)
 {
   large_check_canary(l);
+  large_check_tail(l);
   size_t off = (size_t)((char *)l->user - (char *)l);
   if (size > HAK_MAX_ALLOC - GUARD - off) return NULL;
   if (off + size > large_end(l)) {
@@ -658,5 +693,6 @@ void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size)
   if (usable > l->usable) count_large(h, true, 0, usable - l->usable);
   else if (usable < l->usable) count_large(h, false, 0, l->usable - usable);
   l->usable = usable;
+  l->tail = 0;  /* a resized block is page-rounded: no canary bytes */
   return l->user;
 }

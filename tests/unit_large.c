@@ -721,6 +721,30 @@ static void *alloc_aligned(int api, size_t align, size_t size) {
   }
 }
 
+/* The canary bytes after a fresh large block: malloc_usable_size is the
+ * size asked for, every byte of it may be written, and free and realloc of
+ * a block written up to its end pass (a false report would abort). */
+static void test_tail(void) {
+  check_begin("large blocks: usable size exact, every usable byte writable");
+  static const size_t sizes[] = {SMALL_MAX + 1, 1 * MiB + 8, 3 * MiB + 5, 2 * MiB, 4 * MiB + 15};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    for (int round = 0; round < 2; round++) { /* the second reuses the first's mapping */
+      size_t n = sizes[k];
+      char *p = hak_malloc(n);
+      REQUIRE(p != NULL, "malloc(%zu) failed", n);
+      size_t u = hak_malloc_usable_size(p);
+      CHECK(u == n, "malloc(%zu): usable %zu", n, u);
+      pat_fill(p, 0, u, k * 3 + (size_t)round);
+      p = hak_realloc(p, n + 100);
+      REQUIRE(p != NULL, "realloc(%zu) failed", n + 100);
+      size_t at = pat_verify(p, 0, n, k * 3 + (size_t)round);
+      CHECK(at == n, "realloc of a %zu-byte block: byte %zu changed", n, at);
+      CHECK(hak_malloc_usable_size(p) >= n + 100, "realloc(%zu): usable %zu", n + 100, hak_malloc_usable_size(p));
+      hak_free(p);
+    }
+  }
+}
+
 static void test_aligned_large(void) {
   check_begin("alignments 4, 8, 16 MiB: aligned, writable, freeable, reused");
   static const size_t aligns[] = {4 * MiB, 8 * MiB, 16 * MiB};
@@ -935,6 +959,23 @@ static void misuse_underflow(void) {
   after_misuse();
 }
 
+/* A one-byte overflow of a large block whose size is not a multiple of 16
+ * lands on the canary bytes before the guard: free, or realloc, reports it
+ * (16 or more bytes past fault on the guard). */
+static void misuse_overflow(void) {
+  char *p = hak_malloc(3 * MiB + 5);
+  memset(p, 'x', 3 * MiB + 6);
+  hak_free(p);
+  after_misuse();
+}
+static void misuse_overflow_realloc(void) {
+  char *p = hak_malloc(3 * MiB + 9);
+  p[3 * MiB + 9] = 0;
+  p = hak_realloc(p, 6 * MiB);
+  hak_free(p);
+  after_misuse();
+}
+
 /* 100 MiB: over HAKMEM_LARGE_CACHE_KB (64 MiB by default).  Cold: the
  * mapping is discarded but stays reserved, its header registered, until the
  * next discard (retired at once, 16 MiB or more would be unmapped at once).
@@ -967,6 +1008,8 @@ static const struct misuse cases[] = {
     {"double_free_huge", misuse_double_free_huge},
     {"double_free_huge_warm", misuse_double_free_huge_warm},
     {"underflow", misuse_underflow},
+    {"overflow", misuse_overflow},
+    {"overflow_realloc", misuse_overflow_realloc},
     {"double_free_retired", misuse_double_free_retired},
 };
 
@@ -1002,6 +1045,7 @@ int main(int argc, char **argv) {
   test_realloc_doubling();
   test_realloc_small_large();
   test_aligned_large();
+  test_tail();
   test_stats();
   check_begin("everything freed");
   hak_stats_t end = stats_now();
