@@ -511,8 +511,8 @@ static hak_heap_t *heap_new(void)
   return h;
 }
 
-/* A heap for a thread: a parked one as it is (warm; `want` if it is
- * parked), else an empty one. */
+/* A heap for a thread: a parked one as it is (warm; `want` if it is the
+ * heap parked last), else an empty one. */
 static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
 {
   hak_heap_t *p = warm ? park_take(want) : NULL;
@@ -558,8 +558,9 @@ static hak_heap_t *heap_thread_start(hak_heap_t *want)
  * handed to a new thread; bench/larson) frees them into its own heap rather
  * than, having got another parked heap, into that heap's slabs remotely:
  * larson at 4 threads on 2 cores crossed heaps so in about one thread start
- * in ten (150,000 remote frees in 2 s against 40,000 now).  Returns h itself when it cannot (after
- * teardown, while initialisation recurses, or ENOMEM). */
+ * in ten (150,000 remote frees in 2 s against 40,000 now).  Returns h
+ * itself when it cannot (after teardown, while initialisation recurses, or
+ * ENOMEM). */
 hak_heap_t *hak_heap_thread_get(hak_heap_t *h, uintptr_t tag)
 {
   if (h->state != HAK_HEAP_EMPTY) return h;
