@@ -771,7 +771,6 @@ typedef struct hak_large {
   size_t map_size;
   void *user;
   size_t usable;
-  uint32_t tail;              /* canary bytes between the block and the guard (large.c) */
   size_t dirty_from;
   uint32_t owner_id;          /* id of the allocating heap (0: none): remote-free count */
   size_t live_counted;        /* what its allocation added to large.c's live total */

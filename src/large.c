@@ -11,8 +11,8 @@
  *                  realloc made starts at the bottom instead, with room to
  *                  grow above it: realloc will likely grow it again);
  *   [user + usable, E)  when the block's size is not a multiple of its
- *                  alignment, the bytes left before the guard (`tail`, at
- *                  most TAIL_MAX): canary bytes, checked by free and
+ *                  alignment, the bytes left before the guard (at most
+ *                  TAIL_MAX, large_tail): canary bytes, checked by free and
  *                  realloc, so an overflow of 1 to 15 bytes is caught
  *                  there (the guard catches the rest); malloc_usable_size
  *                  is then the size asked for;
@@ -143,16 +143,27 @@ static inline uintptr_t large_canary(const void *user) { return hak_keys.check ^
 #define TAIL_MAX 64
 static inline uint8_t large_tail_byte(size_t i) { return (uint8_t)(hak_keys.check >> (8 * (i & 7))) | 0x80; }
 
+/* The canary bytes of l: the bytes between its block and the guard when
+ * there are at most TAIL_MAX (a fresh block whose size is not a multiple of
+ * its alignment); otherwise none are left there (a fresh block that fills
+ * its area) or a multiple of the page (a block realloc placed or resized:
+ * its end is page-rounded), and it has none. */
+static size_t large_tail(const hak_large_t *l)
+{
+  size_t rest = large_end(l) - (size_t)((const char *)l->user - (const char *)l) - l->usable;
+  return rest <= TAIL_MAX ? rest : 0;
+}
+
 static void large_write_tail(hak_large_t *l)
 {
   uint8_t *t = (uint8_t *)l->user + l->usable;
-  for (size_t i = 0; i < l->tail; i++) t[i] = large_tail_byte(i);
+  for (size_t i = 0, n = large_tail(l); i < n; i++) t[i] = large_tail_byte(i);
 }
 
 static void large_check_tail(const hak_large_t *l)
 {
   const uint8_t *t = (const uint8_t *)l->user + l->usable;
-  for (size_t i = 0; i < l->tail; i++)
+  for (size_t i = 0, n = large_tail(l); i < n; i++)
     if (HAK_UNLIKELY(t[i] != large_tail_byte(i)))
       hak_fatal("free(): heap corruption: the bytes after a large block were overwritten (buffer overflow)",
                 l->user);
@@ -541,14 +552,10 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   hak_large_t *l = large_map(map_size, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
   if (l == NULL) { errno = ENOMEM; return NULL; }
   size_t end = large_end(l), off, usable;
-  uint32_t tail = 0;
   if (!grow) {
     off = (end - size) & ~(align - 1);  /* the block ends at the guard */
     usable = end - off;
-    if (usable - size <= TAIL_MAX) {  /* the rest is canary bytes */
-      tail = (uint32_t)(usable - size);
-      usable = size;
-    }
+    if (usable - size <= TAIL_MAX) usable = size;  /* the rest is canary bytes (large_tail) */
   } else {
     /* A block realloc will likely grow again: at the bottom of its area,
      * with the rest above it to grow into without a system call. */
@@ -560,7 +567,6 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   l->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);
   l->user = (char *)l + off;
   l->usable = usable;
-  l->tail = tail;
   /* A reused mapping may hold dirty pages below this block (a larger block
    * used it before).  They go back once they exceed an eighth of the block
    * (whole units: a huge page under the block's start stays), so a live
@@ -692,7 +698,6 @@ void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size)
   }
   if (usable > l->usable) count_large(h, true, 0, usable - l->usable);
   else if (usable < l->usable) count_large(h, false, 0, l->usable - usable);
-  l->usable = usable;
-  l->tail = 0;  /* a resized block is page-rounded: no canary bytes */
+  l->usable = usable;  /* page-rounded: no canary bytes (large_tail) */
   return l->user;
 }
