@@ -20,19 +20,46 @@ static HAK_NOINLINE void *malloc_large(size_t n)
   return hak_large_alloc(hak_tls_heap, n, HAK_MIN_ALIGN, false, false);
 }
 
-/* hak_malloc's fast path serves n below it: every size class
- * (HAK_SMALL_MAX + 1) once initialised, 0 before (the first malloc
+/* hak_malloc's fast path serves n below it: every class without a trailer
+ * (HAK_UNTRAILED_MAX + 1) once initialised, 0 before (the first malloc
  * initialises), in secure mode and with statistics (internal.h,
  * hak_fast_on). */
 size_t hak_fast_limit = 0;
 
-/* Large sizes, and every size while the fast paths are off: a size class
- * (counted), a secure block, or a large block. */
+/* A block of the trailed class c for n bytes, its trailer written
+ * (trailer.c); counted. */
+static void *trailed_alloc(size_t c, size_t n)
+{
+  void *p = hak_trailer_set(hak_heap_alloc(hak_tls_heap, c), n, c);
+  /* The thread's heap after the allocation, as hak_heap_alloc counts. */
+  if (HAK_UNLIKELY(hak_opt.stats) && p != NULL) hak_stats_count_trail(hak_tls_heap, hak_class_size[c] - n, false);
+  return p;
+}
+
+/* A block of a size class for n <= HAK_SMALL_REQ_MAX bytes (counted),
+ * with a trailer if its class has one. */
+static void *small_alloc(size_t n)
+{
+  size_t c = hak_size_class(n);
+  if (!hak_class_trailed(c)) return hak_heap_alloc(hak_tls_heap, c);
+  return trailed_alloc((size_t)hak_trailed_class(n, HAK_MIN_ALIGN), n);
+}
+
+/* Free of the slab block p of s with the fast paths off: its trailer
+ * checked (not in secure mode, which checks its own) and counted. */
+static void trailer_free_checked(hak_heap_t *h, hak_slab_t *s, const void *p)
+{
+  size_t n = hak_trailer_check(p, s->cls);
+  if (hak_opt.stats) hak_stats_count_trail(h, s->block_size - n, true);
+}
+
+/* Sizes from the trailed classes up, and every size while the fast paths
+ * are off: a size class, a secure block, or a large block. */
 HAK_NOINLINE void *hak_malloc_medium(size_t n)
 {
   /* The process's first malloc comes here too (the fast limit starts at 0). */
   if (HAK_UNLIKELY(hak_secure_mode())) return hak_secure_alloc(hak_tls_heap, n, HAK_MIN_ALIGN, false);
-  if (HAK_LIKELY(n <= HAK_SMALL_MAX)) return hak_heap_alloc(hak_tls_heap, hak_size_class(n));
+  if (HAK_LIKELY(n <= HAK_SMALL_REQ_MAX)) return small_alloc(n);
   return malloc_large(n);
 }
 
@@ -68,11 +95,12 @@ static void free_foreign(hak_heap_t *h, void *p)
 }
 
 /* free_remote's cases off its common path: a bad pointer, secure mode,
- * statistics, a thread without a live heap. */
+ * statistics, a thread without a live heap, a trailed block. */
 static HAK_NOINLINE void free_remote_checked(hak_heap_t *h, hak_superslab_t *ss, hak_slab_t *s, void *p)
 {
   if (!hak_slab_is_block_remote(s, p) || hak_block_is_free((hak_block_t *)p)) hak_free_invalid(p, false);
   if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, false);
+  else if (hak_class_trailed(s->cls)) trailer_free_checked(h, s, p);
   /* Counted before the push: then the owner may reuse the slab. */
   if (HAK_UNLIKELY(hak_opt.stats)) count_free_remote(h, s->cls, s->owner_id);
   if (h->state == HAK_HEAP_LIVE) hak_remote_defer(h, s, (hak_block_t *)p);
@@ -102,6 +130,12 @@ static inline void free_remote(hak_heap_t *h, void *p)
     return;
   }
   size_t c = s->cls;
+  /* A trailed block (never thread-cached: its class is above
+   * HAK_TCACHE_BYTES) is checked out of line, so this path stays tail calls. */
+  if (HAK_UNLIKELY(hak_class_trailed(c))) {
+    free_remote_checked(h, ss, s, p);
+    return;
+  }
   if (h->tcache_room[c] > h->tcache_grown[c] && h->cur[c] != &hak_slab_empty) {
     (void)hak_tcache_push(h, c, b);
     return;
@@ -117,6 +151,7 @@ static void free_local_checked(hak_heap_t *h, void *p)
   hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
   if (!hak_slab_is_block(s, p) || hak_block_is_free((hak_block_t *)p)) hak_free_invalid(p, true);
   if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, true);
+  else if (hak_class_trailed(s->cls)) trailer_free_checked(h, s, p);
   hak_count(&h->stats.frees[s->cls], 1);
   hak_heap_push_block(h, s, (hak_block_t *)p);
 }
@@ -186,6 +221,14 @@ void hak_free_aligned_sized(void *p, size_t alignment, size_t size)
 
 /* ------------------------------------------------------------- usable size */
 
+/* Usable size of the slab block p of s: what secure mode's or the
+ * default trailer records, else the block size. */
+static size_t slab_usable(hak_slab_t *s, const void *p)
+{
+  if (HAK_UNLIKELY(hak_opt.secure)) return hak_secure_usable(s, p);
+  return hak_class_trailed(s->cls) ? hak_trailer_size(p, s->cls) : s->block_size;
+}
+
 /* Usable size of a hakmem block (tag != 0); aborts on a pointer that is not a
  * block start.  Returns 0 if the region vanished (a freed block). */
 static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
@@ -193,7 +236,7 @@ static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
   if (tag == h->tag) {
     hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
     if (!hak_slab_is_block(s, p)) hak_fatal("not a block start", p);
-    return HAK_UNLIKELY(hak_opt.secure) ? hak_secure_usable(s, p) : s->block_size;
+    return slab_usable(s, p);
   }
   size_t n = 0;
   hak_rcu_read_lock();
@@ -201,7 +244,7 @@ static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
   if ((tag & HAK_TAG_KIND) == HAK_TAG_SS) {
     hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
     if (!hak_slab_is_block_remote(s, p)) hak_fatal("not a block start", p);
-    n = HAK_UNLIKELY(hak_opt.secure) ? hak_secure_usable(s, p) : s->block_size;
+    n = slab_usable(s, p);
   } else if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
     hak_large_t *l = hak_large_of(tag, p);
     if (l == NULL) hak_fatal("invalid pointer into a large block", p);
@@ -237,7 +280,7 @@ static void *large_resize(hak_heap_t *h, void *p, size_t n)
 }
 
 /* The size realloc gives a block of old bytes that must grow to n <=
- * HAK_SMALL_MAX: at least 3/8 more than old (rpmalloc's rule), so a buffer
+ * HAK_SMALL_REQ_MAX: at least 3/8 more than old (rpmalloc's rule), so a buffer
  * that grows a little at a time moves every third class or so, not at
  * every class boundary (bench/strbuild appends 1..64 bytes a call), and
  * one that grows by more gets just n. */
@@ -245,7 +288,7 @@ static size_t realloc_grow_size(size_t old, size_t n)
 {
   size_t want = old + old / 4 + old / 8;
   if (n >= want) return n;
-  return want < HAK_SMALL_MAX ? want : HAK_SMALL_MAX;
+  return want < HAK_SMALL_REQ_MAX ? want : HAK_SMALL_REQ_MAX;
 }
 
 /* realloc's move: a new block of n bytes (one with room to grow: large, or
@@ -254,12 +297,26 @@ static size_t realloc_grow_size(size_t old, size_t n)
 static void *realloc_move(hak_heap_t *h, void *p, size_t old, size_t n)
 {
   void *q;
-  if (n > HAK_SMALL_MAX) q = n <= HAK_MAX_ALLOC ? hak_large_alloc(h, n, HAK_MIN_ALIGN, false, true) : hak_malloc(n);
+  if (n > HAK_SMALL_REQ_MAX) q = n <= HAK_MAX_ALLOC ? hak_large_alloc(h, n, HAK_MIN_ALIGN, false, true) : hak_malloc(n);
   else q = hak_malloc(n > old ? realloc_grow_size(old, n) : n);
   if (q == NULL) return NULL;
   memcpy(q, p, old < n ? old : n);
   hak_free(p);
   return q;
+}
+
+/* realloc of the live block p of a trailed class (not in secure mode): its
+ * trailer checked, then rewritten for n if the block still fits (with its
+ * trailer) and wastes at most half, else moved. */
+static HAK_NOINLINE void *realloc_trailed(hak_heap_t *h, hak_slab_t *s, void *p, size_t n)
+{
+  size_t bs = s->block_size, old = hak_trailer_check(p, s->cls);
+  if (n > bs - HAK_TRAIL_ROOM || n < bs / 2) return realloc_move(h, p, old, n);
+  if (HAK_UNLIKELY(hak_opt.stats)) {
+    hak_stats_count_trail(h, bs - old, true);
+    hak_stats_count_trail(h, bs - n, false);
+  }
+  return hak_trailer_set(p, n, s->cls);
 }
 
 /* realloc of a block of this heap's own, owned[] proved it (fast paths on). */
@@ -268,6 +325,7 @@ static void *realloc_local(hak_heap_t *h, void *p, size_t n)
   hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
   if (HAK_UNLIKELY(!hak_slab_is_block(s, p))) hak_fatal("realloc(): not a block start", p);
   if (HAK_UNLIKELY(hak_block_is_free((hak_block_t *)p))) hak_fatal("realloc(): pointer was freed", p);
+  if (HAK_UNLIKELY(hak_class_trailed(s->cls))) return realloc_trailed(h, s, p, n);
   size_t old = s->block_size;
   if (n <= old && n >= old / 2) return p;  /* fits and wastes at most half */
   return realloc_move(h, p, old, n);
@@ -286,12 +344,15 @@ static HAK_NOINLINE void *realloc_other(hak_heap_t *h, void *p, size_t n)
   size_t old = tag == 0 ? hak_boot_size(p) : usable_size(h, p, tag);
   if (tag != 0 && old == 0) hak_fatal("realloc(): pointer was freed", p);
   if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
-    if (n > HAK_SMALL_MAX) {
+    if (n > HAK_SMALL_REQ_MAX) {
       void *q = large_resize(h, p, n);
       if (q != NULL) return q;
     }
-  } else if (tag != 0 && n <= old && n >= old / 2) {
-    return p;  /* fits and wastes at most half */
+  } else if (tag != 0) {
+    /* A live slab block: the caller holds it, so its slab stays. */
+    hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
+    if (hak_class_trailed(s->cls) && !hak_opt.secure) return realloc_trailed(h, s, p, n);
+    if (n <= old && n >= old / 2) return p;  /* fits and wastes at most half */
   }
   return realloc_move(h, p, old, n);
 }
@@ -326,7 +387,7 @@ void *hak_calloc(size_t n, size_t size)
     errno = ENOMEM;
     return NULL;
   }
-  if (total > HAK_SMALL_MAX) {
+  if (total > HAK_SMALL_REQ_MAX) {
     if (total > HAK_MAX_ALLOC) {
       errno = ENOMEM;
       return NULL;
@@ -334,7 +395,7 @@ void *hak_calloc(size_t n, size_t size)
     return hak_large_alloc(hak_tls_heap, total, HAK_MIN_ALIGN, true, false);  /* zeroes only if reused */
   }
   if (HAK_UNLIKELY(hak_secure_mode())) return hak_secure_alloc(hak_tls_heap, total, HAK_MIN_ALIGN, true);
-  void *p = hak_heap_alloc(hak_tls_heap, hak_size_class(total));
+  void *p = small_alloc(total);
   if (p != NULL) memset(p, 0, total);
   return p;
 }
@@ -353,7 +414,9 @@ static void *alloc_aligned(size_t align, size_t n)
   }
   if (HAK_UNLIKELY(hak_secure_mode())) return hak_secure_alloc(hak_tls_heap, n, align, false);
   int c = hak_size_class_aligned(n, align);
-  if (c >= 0) return hak_heap_alloc(hak_tls_heap, (size_t)c);
+  if (c >= 0 && !hak_class_trailed((size_t)c)) return hak_heap_alloc(hak_tls_heap, (size_t)c);
+  if (c >= 0) c = hak_trailed_class(n, align);
+  if (c >= 0) return trailed_alloc((size_t)c, n);
   return hak_large_alloc(hak_tls_heap, n, align, false, false);
 }
 

@@ -334,8 +334,25 @@ static size_t tcache_grown_bytes(const hak_heap_t *h)
  * saves (bench/strings frees some 200 blocks a class per request).  So the
  * bound doubles, up to HAK_TCACHE_GROWTH times the base, while the heap's
  * budget lasts; after that the overflow flushes half as before. */
+/* A free of a block of a trailed class came through the fast path, which
+ * put it on the HAK_TCLS_TRAILED list (never any other block there): take it
+ * back, check its trailer, and cache it under its class. */
+static HAK_NOINLINE void tcache_trailed(hak_heap_t *h)
+{
+  hak_block_t *b = h->tcache[HAK_TCLS_TRAILED];
+  h->tcache[HAK_TCLS_TRAILED] = NULL;
+  h->tcache_room[HAK_TCLS_TRAILED] = 0;
+  size_t c = hak_slab_of(hak_ss_of(b), b)->cls;
+  (void)hak_trailer_check(b, c);
+  if (hak_tcache_push(h, c, b) < 0) hak_tcache_overflow(h, c);
+}
+
 void hak_tcache_overflow(hak_heap_t *h, size_t c)
 {
+  if (c == HAK_TCLS_TRAILED) {
+    tcache_trailed(h);
+    return;
+  }
   uint32_t base = hak_tcache_limit(c);
   uint32_t bound = base + (uint32_t)h->tcache_grown[c];
   uint32_t add = bound < HAK_TCACHE_GROWTH * base ? bound : 0;
@@ -482,6 +499,7 @@ static void heap_reset(hak_heap_t *h)
   memset(h->pend, 0, sizeof h->pend);
   memset(h->tcache, 0, sizeof h->tcache);
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) h->tcache_room[c] = (int32_t)hak_tcache_limit(c);
+  h->tcache_room[HAK_TCLS_TRAILED] = 0;  /* every push overflows: hak_tcache_overflow */
   memset(h->tcache_grown, 0, sizeof h->tcache_grown);
   h->pend_runs = 0;
   h->tag = (uintptr_t)h | HAK_TAG_SS;

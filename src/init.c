@@ -95,7 +95,7 @@ void hak_init_slow(void)
     hak_size_class_check();
 #endif
     hak_options_init();
-    hak_fast_limit = hak_opt.secure || hak_opt.stats ? 0 : HAK_SMALL_MAX + 1;  /* internal.h, hak_fast_on */
+    hak_fast_limit = hak_opt.secure || hak_opt.stats ? 0 : HAK_UNTRAILED_MAX + 1;  /* internal.h, hak_fast_on */
     hak_stats_init();
     /* Free-block keys (internal.h, hak_block_t): check odd, link 16-aligned. */
     hak_keys.link = make_key() & ~(uintptr_t)(HAK_MIN_ALIGN - 1);

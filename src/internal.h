@@ -121,6 +121,27 @@ static inline size_t hak_class_index(size_t n)
   return j;
 }
 static inline size_t hak_size_class(size_t n) { return hak_class_of_index[hak_class_index(n)]; }
+
+/* Trailers (trailer.c): every block of the classes above 64 KiB, 80 KiB
+ * to 256 KiB (HAK_TRAILED_FIRST to the last size class; the twins come
+ * after it), ends in a checked trailer, HAK_TRAIL_ROOM bytes from the size
+ * asked for.  A request above HAK_UNTRAILED_MAX (the 64 KiB class) takes
+ * the class of n + HAK_TRAIL_ROOM, so a size class serves requests up to
+ * HAK_SMALL_REQ_MAX.  Slabs of trailed classes have tcls HAK_TCLS_TRAILED,
+ * a thread-cache list that is always full, so the free fast path hands
+ * their blocks to hak_tcache_overflow, which checks the trailer. */
+#define HAK_TRAILED_FIRST  44
+#define HAK_UNTRAILED_MAX  ((size_t)65536)
+#define HAK_TRAIL_ROOM     24
+#define HAK_SMALL_REQ_MAX  (HAK_SMALL_MAX - HAK_TRAIL_ROOM)
+#define HAK_TCLS_TRAILED   HAK_NUM_CLASSES
+static inline bool hak_class_trailed(size_t c) { return c - HAK_TRAILED_FIRST < HAK_NUM_SIZES - HAK_TRAILED_FIRST; }
+/* The class for a request of n bytes (> HAK_UNTRAILED_MAX) aligned to align
+ * (a page at most), with room for the trailer; -1 if none (large). */
+int hak_trailed_class(size_t n, size_t align);
+void *hak_trailer_set(void *p, size_t n, size_t cls);  /* p (may be NULL), a block of cls, given n bytes */
+size_t hak_trailer_size(const void *p, size_t cls);    /* n; aborts if the trailer word was overwritten */
+size_t hak_trailer_check(const void *p, size_t cls);   /* the same, and aborts if the canary changed */
 /* Blocks a thread cache holds of class c at least (its base bound; heap.c
  * may grow it): HAK_TCACHE_MAX, or HAK_TCACHE_BYTES of blocks; none of a
  * class above HAK_TCACHE_BYTES.  Off the fast path (heap set-up and
@@ -263,7 +284,8 @@ typedef struct hak_slab {
   uint32_t capacity;            /* blocks carved so far (lazy, page by page) */
   uint8_t shift;                /* block_size's trailing zero bits              } geometry */
   uint8_t state;                /* HAK_SLAB_* */
-  uint8_t tcls;                 /* cls, the owner's copy: the thread-cache list a free goes to */
+  uint8_t tcls;                 /* the thread-cache list a free goes to: cls, the owner's
+                                   copy, or HAK_TCLS_TRAILED */
   /* geometry: immutable while the slab holds a block */
   _Alignas(HAK_CACHE_LINE) uint8_t *remote_start;  /* start, minv and shift, */
   uint64_t remote_minv;                             /* for other threads     */
@@ -466,6 +488,8 @@ typedef struct hak_heap_stats {
   hak_counter_t remote_frees;
   hak_counter_t large_allocs, large_frees, large_bytes_alloc, large_bytes_free;
   hak_counter_t foreign_frees;
+  hak_counter_t trail_in, trail_out;       /* bytes of trailed blocks beyond their usable
+                                              size (trailer.c), handed out and returned */
   hak_counter_t slabs[HAK_NUM_CLASSES];    /* slabs carved minus slabs released by this
                                               heap (a delta: may wrap below 0 when it
                                               releases an adopted slab) */
@@ -539,9 +563,9 @@ struct hak_heap {
    * heap maintenance resets it); blocks of other heaps are taken only
    * below the base bound (tcache_room[c] > tcache_grown[c]).  The sum of
    * tcache_grown[c] * block size stays within HAK_TCACHE_GROW_BYTES. */
-  hak_block_t *tcache[HAK_NUM_CLASSES];
-  int32_t tcache_room[HAK_NUM_CLASSES];
-  int32_t tcache_grown[HAK_NUM_CLASSES];
+  hak_block_t *tcache[HAK_NUM_CLASSES + 1];  /* + HAK_TCLS_TRAILED: room 0, empty */
+  int32_t tcache_room[HAK_NUM_CLASSES + 1];
+  int32_t tcache_grown[HAK_NUM_CLASSES + 1];
   hak_slab_t *cur[HAK_NUM_CLASSES];        /* fast path: slab being allocated from */
   uintptr_t tag;                            /* registry tag of SuperSlabs it owns */
   int state;                                /* HAK_HEAP_* */
@@ -599,6 +623,10 @@ void  hak_heap_slab_unfull(hak_heap_t *h, hak_slab_t *s);
 /* HAKMEM_STATS: count block p of class cls, just allocated, on the calling
  * thread's heap (the heap the pop used may have been a temporary one). */
 void  hak_stats_count_alloc(const void *p, size_t cls);
+/* HAKMEM_STATS: a trailed block's bytes beyond its usable size, handed out
+ * (freed false) or returned, counted on the calling thread's heap h, so
+ * that live_bytes is the sum of the live blocks' usable sizes. */
+void  hak_stats_count_trail(hak_heap_t *h, uint64_t bytes, bool freed);
 hak_heap_t *hak_heap_list(void);
 
 /* Keep the newest `keep` blocks of the thread cache of class cls, give the

@@ -161,6 +161,8 @@ void hak_size_class_check(void)
 {
   for (size_t c = 0; c < HAK_NUM_SIZES; c++)
     if (hak_class_colored(c) && hak_class_size[hak_class_twin(c)] != hak_class_size[c]) hak_fatal("twin table", (void *)c);
+  if (hak_class_size[HAK_TRAILED_FIRST] != 81920 || hak_class_size[HAK_TRAILED_FIRST - 1] != HAK_UNTRAILED_MAX)
+    hak_fatal("trailed classes", NULL);
   for (size_t n = 1; n <= HAK_SMALL_MAX; n++) {
     size_t c = hak_size_class(n);
     if (hak_class_size[c] < n || (c > 0 && hak_class_size[c - 1] >= n)) hak_fatal("size class table", (void *)n);

@@ -246,6 +246,14 @@ void hak_stats_count_alloc(const void *p, size_t cls)
   else hak_gcount(&hak_gstats.folded.allocs[cls], 1);  /* a heap made for one block and abandoned */
 }
 
+void hak_stats_count_trail(hak_heap_t *h, uint64_t bytes, bool freed)
+{
+  hak_heap_stats_t *s = h->state == HAK_HEAP_LIVE ? &h->stats : &hak_gstats.folded;
+  hak_counter_t *c = freed ? &s->trail_out : &s->trail_in;
+  if (s == &h->stats) hak_count(c, bytes);
+  else hak_gcount(c, bytes);
+}
+
 void hak_stats_count_remote(hak_heap_t *h, uint32_t owner)
 {
   if (h->state != HAK_HEAP_LIVE) {  /* no table of its own: rare (exiting threads) */
@@ -320,7 +328,7 @@ static void fold_remote(hak_heap_t *h)
 
 typedef struct {
   uint64_t allocs[HAK_NUM_CLASSES], frees[HAK_NUM_CLASSES], slabs[HAK_NUM_CLASSES];
-  uint64_t remote, large_allocs, large_frees, large_in, large_out, foreign;
+  uint64_t remote, large_allocs, large_frees, large_in, large_out, foreign, trail_in, trail_out;
 } totals_t;
 
 static void add_stats(totals_t *t, const hak_heap_stats_t *s)
@@ -336,6 +344,8 @@ static void add_stats(totals_t *t, const hak_heap_stats_t *s)
   t->large_in += rd(&s->large_bytes_alloc);
   t->large_out += rd(&s->large_bytes_free);
   t->foreign += rd(&s->foreign_frees);
+  t->trail_in += rd(&s->trail_in);
+  t->trail_out += rd(&s->trail_out);
 }
 
 static void totals(totals_t *t)
@@ -396,7 +406,7 @@ void hak_stats_get(hak_stats_t *out)
   out->allocs += t.large_allocs;
   out->frees += t.large_frees;
   out->remote_frees = t.remote;
-  out->live_bytes = sub0(in, o);
+  out->live_bytes = sub0(in - t.trail_in, o - t.trail_out);
   out->large_allocs = t.large_allocs;
   out->superslabs_mapped = rd(&hak_gstats.ss_mapped);
   out->superslabs_unmapped = rd(&hak_gstats.ss_unmapped);

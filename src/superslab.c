@@ -197,7 +197,8 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   s->start = s->remote_start = unit_start(ss, (unsigned)unit) + slab_color(h, cls);
   s->reserved = (uint32_t)((size_t)(end - s->start) / bs);
   s->prev = s->next = NULL;
-  s->cls = s->tcls = (uint8_t)cls;
+  s->cls = (uint8_t)cls;
+  s->tcls = hak_class_trailed(cls) ? HAK_TCLS_TRAILED : (uint8_t)cls;
   s->state = HAK_SLAB_CUR;
   s->span = (uint8_t)span;
   s->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);

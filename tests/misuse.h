@@ -17,7 +17,9 @@
 #define CHILD_SECONDS 20
 #endif
 
-struct misuse { const char *name; void (*fn)(void); };
+/* msg: a part of the message the abort must print (NULL: any that names
+ * hakmem). */
+struct misuse { const char *name; void (*fn)(void); const char *msg; };
 
 /* Runs fn in a child with stderr on a pipe; checks SIGABRT and the message. */
 static void expect_abort(const char *group, const struct misuse *m) {
@@ -60,6 +62,8 @@ static void expect_abort(const char *group, const struct misuse *m) {
   CHECK(sig && signo == SIGABRT, "%s: child %s %d (expected death by SIGABRT); its stderr: <<%s>>",
         m->name, sig ? "died of signal" : "exited with status", sig ? signo : WEXITSTATUS(st), buf);
   CHECK(strstr(buf, "hakmem") != NULL, "%s: child's stderr does not mention hakmem: <<%s>>", m->name, buf);
+  if (m->msg != NULL)
+    CHECK(strstr(buf, m->msg) != NULL, "%s: child's stderr does not say \"%s\": <<%s>>", m->name, m->msg, buf);
   if (sig && signo == SIGABRT) printf("   detected: %s%s", buf, len && buf[len - 1] == '\n' ? "" : "\n");
 }
 

@@ -158,6 +158,81 @@ static void misuse_double_free_remote(void) { remote_twice(0); }
 static void misuse_double_free_remote_pushed(void) { remote_twice(200); }
 
 /* ------------------------------------------------------------------ */
+/* Trailers (src/trailer.c): blocks of the classes above 64 KiB
+ * end in canary bytes right after the size asked for and a checked word at
+ * the block's end. */
+
+#define TRAILED 70000  /* a size of the 80 KiB class, usable exactly */
+#define MSG_OVERFLOW "the bytes after a block were overwritten"
+#define MSG_END "the end of a block was overwritten"
+
+/* One byte past the block, then the free (the fast path's thread cache). */
+static void misuse_trailer_overflow(void) {
+  char *p = hak_malloc(TRAILED);
+  memset(p, 'x', TRAILED + 1);
+  hak_free(p);
+  after_misuse();
+}
+
+/* The same through calloc and the aligned allocators, at the top class, and
+ * a realloc instead of the free. */
+static void misuse_trailer_overflow_calloc(void) {
+  char *p = hak_calloc(1, 200 * 1024);
+  p[200 * 1024] = 1;
+  hak_free(p);
+  after_misuse();
+}
+static void misuse_trailer_overflow_aligned(void) {
+  void *v = NULL;
+  if (hak_posix_memalign(&v, 4096, TRAILED) != 0) _exit(3);
+  memset(v, 'x', TRAILED + 8);
+  hak_free(v);
+  after_misuse();
+}
+static void misuse_trailer_overflow_top(void) {
+  size_t n = 256 * 1024 - 24;  /* the largest request of the top class */
+  char *p = hak_malloc(n);
+  p[n] = 0;
+  hak_free(p);
+  after_misuse();
+}
+static void misuse_trailer_overflow_realloc(void) {
+  char *p = hak_malloc(TRAILED);
+  p[TRAILED + 3] = 'x';
+  p = hak_realloc(p, TRAILED + 100);
+  after_misuse();
+}
+
+/* An underflow of a block hits the end of the block before it: two
+ * neighbours of the class (a fresh slab hands its blocks out in address
+ * order), the byte before the second overwritten, the first freed. */
+static void misuse_trailer_underflow(void) {
+  char *a = hak_malloc(TRAILED), *b = hak_malloc(TRAILED);
+  if (b != a + 80 * 1024) {
+    fprintf(stderr, "child: blocks %p and %p are not neighbours\n", (void *)a, (void *)b);
+    _exit(4);
+  }
+  b[-1] = 'x';
+  hak_free(b);
+  hak_free(a);
+  after_misuse();
+}
+
+/* The overflowed block freed by another thread (free_remote). */
+static void *free_one(void *p) {
+  hak_free(p);
+  return NULL;
+}
+static void misuse_trailer_overflow_remote(void) {
+  char *p = hak_malloc(TRAILED);
+  memset(p, 'x', TRAILED + 16);
+  pthread_t t;
+  if (pthread_create(&t, NULL, free_one, p) != 0) _exit(3);
+  pthread_join(t, NULL);
+  after_misuse();
+}
+
+/* ------------------------------------------------------------------ */
 /* fork() while another thread is inside the allocator. */
 
 static atomic_bool stop_churn;
@@ -265,16 +340,23 @@ static void test_fork_threads(void) {
 }
 
 static const struct misuse cases[] = {
-    {"double_free", misuse_double_free},
-    {"double_free_later", misuse_double_free_later},
-    {"interior", misuse_interior},
-    {"interior_odd", misuse_interior_odd},
-    {"interior_medium", misuse_interior_medium},
-    {"overflow_into_free", misuse_overflow_into_free},
-    {"write_after_free", misuse_write_after_free},
-    {"write_after_free_check", misuse_write_after_free_check},
-    {"double_free_remote", misuse_double_free_remote},
-    {"double_free_remote_pushed", misuse_double_free_remote_pushed},
+    {"double_free", misuse_double_free, NULL},
+    {"double_free_later", misuse_double_free_later, NULL},
+    {"interior", misuse_interior, NULL},
+    {"interior_odd", misuse_interior_odd, NULL},
+    {"interior_medium", misuse_interior_medium, NULL},
+    {"overflow_into_free", misuse_overflow_into_free, NULL},
+    {"write_after_free", misuse_write_after_free, NULL},
+    {"write_after_free_check", misuse_write_after_free_check, NULL},
+    {"double_free_remote", misuse_double_free_remote, NULL},
+    {"double_free_remote_pushed", misuse_double_free_remote_pushed, NULL},
+    {"trailer_overflow", misuse_trailer_overflow, MSG_OVERFLOW},
+    {"trailer_overflow_calloc", misuse_trailer_overflow_calloc, MSG_OVERFLOW},
+    {"trailer_overflow_aligned", misuse_trailer_overflow_aligned, MSG_OVERFLOW},
+    {"trailer_overflow_top", misuse_trailer_overflow_top, MSG_OVERFLOW},
+    {"trailer_overflow_realloc", misuse_trailer_overflow_realloc, MSG_OVERFLOW},
+    {"trailer_underflow", misuse_trailer_underflow, MSG_END},
+    {"trailer_overflow_remote", misuse_trailer_overflow_remote, MSG_OVERFLOW},
 };
 
 int main(int argc, char **argv) {

@@ -91,7 +91,7 @@
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
-#define SMALL_MAX (256 * KiB) /* largest size class */
+#define SMALL_MAX (256 * KiB - 24) /* largest request a size class serves (24 bytes of the block: trailer) */
 
 #define SKIP_CODE 77
 #define CHILD_SECONDS 20
@@ -1001,16 +1001,16 @@ static void misuse_double_free_retired(void) {
 
 
 static const struct misuse cases[] = {
-    {"double_free", misuse_double_free},
-    {"double_free_reused", misuse_double_free_reused},
-    {"double_free_aligned", misuse_double_free_aligned},
-    {"interior", misuse_interior},
-    {"double_free_huge", misuse_double_free_huge},
-    {"double_free_huge_warm", misuse_double_free_huge_warm},
-    {"underflow", misuse_underflow},
-    {"overflow", misuse_overflow},
-    {"overflow_realloc", misuse_overflow_realloc},
-    {"double_free_retired", misuse_double_free_retired},
+    {"double_free", misuse_double_free, NULL},
+    {"double_free_reused", misuse_double_free_reused, NULL},
+    {"double_free_aligned", misuse_double_free_aligned, NULL},
+    {"interior", misuse_interior, NULL},
+    {"double_free_huge", misuse_double_free_huge, NULL},
+    {"double_free_huge_warm", misuse_double_free_huge_warm, NULL},
+    {"underflow", misuse_underflow, NULL},
+    {"overflow", misuse_overflow, NULL},
+    {"overflow_realloc", misuse_overflow_realloc, NULL},
+    {"double_free_retired", misuse_double_free_retired, NULL},
 };
 
 int main(int argc, char **argv) {

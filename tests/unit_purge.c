@@ -83,12 +83,13 @@ int main(void)
    * of the class, which becomes the current one (an empty current slab is
    * kept, not released) and keeps X's units out of any longer free run. */
   char *x[3];
+  enum { X_ASK = 80 * KiB - 24 };  /* the 80 KiB class: its blocks keep 24 bytes for the trailer */
   for (int i = 0; i < 3; i++) {
-    x[i] = hak_malloc(80 * KiB);
+    x[i] = hak_malloc(X_ASK);
     REQUIRE(x[i] != NULL, "hak_malloc(80 KiB)");
-    memset(x[i], 1, 80 * KiB);
+    memset(x[i], 1, X_ASK);
   }
-  void *x3 = hak_malloc(80 * KiB);
+  void *x3 = hak_malloc(X_ASK);
   REQUIRE(x3 != NULL, "hak_malloc(80 KiB)");
   uintptr_t lo = (uintptr_t)x[0], hi = (uintptr_t)x[2] + 80 * KiB;
   REQUIRE(hi - lo == 240 * KiB && ((uintptr_t)x3 < lo || (uintptr_t)x3 >= hi),
