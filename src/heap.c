@@ -328,12 +328,6 @@ static size_t tcache_grown_bytes(const hak_heap_t *h)
   return n;
 }
 
-/* A class that overflows its bound frees runs of blocks that it allocates
- * again later (a request's temporaries freed together): flushing half to
- * the slabs each time, only to pop them back, is the work a bigger cache
- * saves (bench/strings frees some 200 blocks a class per request).  So the
- * bound doubles, up to HAK_TCACHE_GROWTH times the base, while the heap's
- * budget lasts; after that the overflow flushes half as before. */
 /* A free of a block of a trailed class came through the fast path, which
  * put it on the HAK_TCLS_TRAILED list (never any other block there): take it
  * back, check its trailer, and cache it under its class. */
@@ -347,6 +341,12 @@ static HAK_NOINLINE void tcache_trailed(hak_heap_t *h)
   if (hak_tcache_push(h, c, b) < 0) hak_tcache_overflow(h, c);
 }
 
+/* A class that overflows its bound frees runs of blocks that it allocates
+ * again later (a request's temporaries freed together): flushing half to
+ * the slabs each time, only to pop them back, is the work a bigger cache
+ * saves (bench/strings frees some 200 blocks a class per request).  So the
+ * bound doubles, up to HAK_TCACHE_GROWTH times the base, while the heap's
+ * budget lasts; after that the overflow flushes half as before. */
 void hak_tcache_overflow(hak_heap_t *h, size_t c)
 {
   if (c == HAK_TCLS_TRAILED) {
