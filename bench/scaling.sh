@@ -250,6 +250,7 @@ NR == 1 { next }
   runs[k]++
   if ($5 != "NA") {
     n = ++ok[k]; ops[k, n] = $5 + 0; rss[k, n] = $6 + 0; secs[k, n] = ($11 == "") ? -1 : $11 + 0
+    byrun[k, $4 + 0] = $5 + 0
     if (match($9, /shared=[0-9.]+/)) shared[k, n] = substr($9, RSTART + 7, RLENGTH - 7) + 0
     if (match($9, /live_peak_mib=[0-9]+/) && (lp = substr($9, RSTART + 14, RLENGTH - 14) + 0) > 0)
       overlive[k, n] = ($6 / 1024) / lp
@@ -258,7 +259,7 @@ NR == 1 { next }
 END {
   nw = split(WL, wl, " "); nt = split(TH, th, " "); na = split(AL, al, " ")
   hashak = 0; for (a = 1; a <= na; a++) if (al[a] == "hakmem") hashak = 1
-  print "workload,threads,allocator,runs,runs_ok,median_ops_per_s,min_ops_per_s,max_ops_per_s,median_maxrss_kb,median_secs,ops_vs_best,rss_vs_lowest" > SUMMARY
+  print "workload,threads,allocator,runs,runs_ok,median_ops_per_s,min_ops_per_s,max_ops_per_s,median_maxrss_kb,median_secs,ops_vs_best,rss_vs_lowest,hakmem_vs_this_paired" > SUMMARY
   for (w = 1; w <= nw; w++) for (t = 1; t <= nt; t++) for (a = 1; a <= na; a++) {
     k = wl[w] SUBSEP th[t] SUBSEP al[a]
     n = ok[k] + 0
@@ -266,6 +267,19 @@ END {
     for (i = 1; i <= n; i++) { x[i] = ops[k, i]; y[i] = rss[k, i]; z[i] = secs[k, i] }
     med[k] = median(x, n); mrss[k] = median(y, n); msecs[k] = median(z, n)
     mn[k] = x[1]; mx[k] = x[n]
+  }
+  # hakmem / this allocator, paired by round: the median over the rounds of
+  # the throughput of hakmem in the round / that of this allocator in the
+  # same round.  The runs of one round follow each other, so a swing of the
+  # machine between rounds moves both sides of a ratio (the medians of the
+  # two columns can come from different phases).
+  for (w = 1; w <= nw; w++) for (t = 1; t <= nt; t++) for (a = 1; a <= na; a++) {
+    k = wl[w] SUBSEP th[t] SUBSEP al[a]; kh = wl[w] SUBSEP th[t] SUBSEP "hakmem"; paired[k] = ""
+    if (!hashak || al[a] == "hakmem") continue
+    m = 0
+    for (r = 1; r <= RUNS; r++)
+      if (((kh, r) in byrun) && ((k, r) in byrun) && byrun[k, r] > 0) q[++m] = byrun[kh, r] / byrun[k, r]
+    if (m > 0) paired[k] = median(q, m)
   }
   # per workload and thread count: the best throughput and the lowest peak RSS
   for (w = 1; w <= nw; w++) for (t = 1; t <= nt; t++) {
@@ -279,37 +293,39 @@ END {
   }
   for (w = 1; w <= nw; w++) for (t = 1; t <= nt; t++) for (a = 1; a <= na; a++) {
     k = wl[w] SUBSEP th[t] SUBSEP al[a]; kb = wl[w] SUBSEP th[t]
-    if (med[k] == "") { printf "%s,%s,%s,%d,0,,,,,,,\n", wl[w], th[t], al[a], runs[k] >> SUMMARY; continue }
+    if (med[k] == "") { printf "%s,%s,%s,%d,0,,,,,,,,\n", wl[w], th[t], al[a], runs[k] >> SUMMARY; continue }
     vbest[k] = (med[k] > 0) ? best[kb] / med[k] : 0
     vlow[k] = (low[kb] > 0) ? mrss[k] / low[kb] : 0
-    printf "%s,%s,%s,%d,%d,%s,%s,%s,%.0f,%s,%.3f,%.3f\n", wl[w], th[t], al[a], runs[k], ok[k], num(med[k]), num(mn[k]), num(mx[k]), mrss[k],
-      (msecs[k] >= 0) ? sprintf("%.6f", msecs[k]) : "", vbest[k], vlow[k] >> SUMMARY
+    printf "%s,%s,%s,%d,%d,%s,%s,%s,%.0f,%s,%.3f,%.3f,%s\n", wl[w], th[t], al[a], runs[k], ok[k], num(med[k]), num(mn[k]), num(mx[k]), mrss[k],
+      (msecs[k] >= 0) ? sprintf("%.6f", msecs[k]) : "", vbest[k], vlow[k], (paired[k] != "") ? sprintf("%.3f", paired[k]) : "" >> SUMMARY
   }
   close(SUMMARY)
 
-  printf "| %-10s | %7s | %-9s | %14s | %13s | %9s | %11s | %9s | %10s |\n", "workload", "threads", "allocator", "ops/s (median)", "peak RSS", "vs 1T", "hakmem/peer", "time/best", "RSS/lowest"
-  printf "|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------", "--------:", "-----------", "---------------:", "--------------:", "----------:", "------------:", "----------:", "-----------:"
+  printf "| %-10s | %7s | %-9s | %14s | %13s | %9s | %11s | %11s | %9s | %10s |\n", "workload", "threads", "allocator", "ops/s (median)", "peak RSS", "vs 1T", "hakmem/peer", "paired", "time/best", "RSS/lowest"
+  printf "|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------", "--------:", "-----------", "---------------:", "--------------:", "----------:", "------------:", "------------:", "----------:", "-----------:"
   for (w = 1; w <= nw; w++) {
     for (t = 1; t <= nt; t++) for (a = 1; a <= na; a++) {
       k = wl[w] SUBSEP th[t] SUBSEP al[a]
       k1 = wl[w] SUBSEP th[1] SUBSEP al[a]
       kh = wl[w] SUBSEP th[t] SUBSEP "hakmem"
-      if (med[k] == "") { cell = "FAIL (0/" runs[k] ")"; rcell = "-"; scale = "-"; ratio = "-"; tb = "-"; rl = "-" }
+      if (med[k] == "") { cell = "FAIL (0/" runs[k] ")"; rcell = "-"; scale = "-"; ratio = "-"; pr = "-"; tb = "-"; rl = "-" }
       else {
         cell = rate(med[k]); if (ok[k] < runs[k]) cell = cell " (" ok[k] "/" runs[k] " ok)"
         rcell = mib(mrss[k])
         scale = (med[k1] != "" && med[k1] > 0) ? sprintf("%.2fx", med[k] / med[k1]) : "-"
         if (!hashak || al[a] == "hakmem") ratio = "-"
         else ratio = (med[kh] != "" && med[k] > 0) ? sprintf("%.2fx", med[kh] / med[k]) : "-"
+        pr = (paired[k] != "") ? sprintf("%.2fx", paired[k]) : "-"
         tb = vbest[k] > 0 ? sprintf("%.2fx", vbest[k]) : "-"
         rl = vlow[k] > 0 ? sprintf("%.2fx", vlow[k]) : "-"
       }
-      printf "| %-10s | %7s | %-9s | %14s | %13s | %9s | %11s | %9s | %10s |\n", wl[w], th[t], al[a], cell, rcell, scale, ratio, tb, rl
+      printf "| %-10s | %7s | %-9s | %14s | %13s | %9s | %11s | %11s | %9s | %10s |\n", wl[w], th[t], al[a], cell, rcell, scale, ratio, pr, tb, rl
     }
   }
   print ""
   print "vs 1T: median throughput at this thread count / at " th[1] " thread(s) (the 4T/1T ratio on 4-thread rows)."
   if (hashak) print "hakmem/peer: hakmem median throughput / this allocator median, same workload and threads (>1: hakmem faster)."
+  if (hashak) print "paired: the median over the rounds of hakmem / this allocator within one round (the runs of a round follow each other, so a swing of the machine between rounds moves both sides; where it differs from hakmem/peer, the machine changed phase during the point)."
   print "time/best: the best median throughput of the row'"'"'s workload and threads / this allocator'"'"'s (1.00x: the fastest; at equal work, its time / the best time)."
   print "RSS/lowest: this allocator'"'"'s median peak RSS / the lowest median of the row'"'"'s workload and threads (1.00x: the least memory)."
   for (w = 1; w <= nw; w++) {
