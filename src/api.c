@@ -107,6 +107,21 @@ static HAK_NOINLINE void free_remote_checked(hak_heap_t *h, hak_superslab_t *ss,
   else hak_remote_free(ss, s, (hak_block_t *)p);
 }
 
+/* free_remote of a block of a transfer-cache class (xfer.c): to the
+ * transfer cache first, where any thread's malloc of the class finds it,
+ * before this thread's cache and the owner's slab (bench/turnover at 16
+ * threads: 24.3 -> 16.4 MiB peak RSS with this order, 22.5 -> 21.3 MiB
+ * with the thread cache first). */
+static HAK_NOINLINE void free_remote_xfer(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, size_t c)
+{
+  if (hak_xfer_put(c, b)) return;
+  if (h->tcache_room[c] > h->tcache_grown[c] && h->cur[c] != &hak_slab_empty) {
+    (void)hak_tcache_push(h, c, b);
+    return;
+  }
+  hak_remote_defer(h, s, b);
+}
+
 /* A block of a SuperSlab another heap owns (or nobody: abandoned).  The
  * caller holds the RCU read lock, or p is in the SuperSlab that this heap's
  * pending frees pin (pend_key).  A thread that allocates the class keeps
@@ -134,6 +149,10 @@ static inline void free_remote(hak_heap_t *h, void *p)
    * HAK_TCACHE_BYTES) is checked out of line, so this path stays tail calls. */
   if (HAK_UNLIKELY(hak_class_trailed(c))) {
     free_remote_checked(h, ss, s, p);
+    return;
+  }
+  if (HAK_UNLIKELY(hak_class_xfer(c))) {
+    free_remote_xfer(h, s, b, c);
     return;
   }
   if (h->tcache_room[c] > h->tcache_grown[c] && h->cur[c] != &hak_slab_empty) {

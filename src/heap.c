@@ -407,6 +407,7 @@ static void heap_maintain(hak_heap_t *h)
   if (now - h->maintained_ms < hak_opt.purge_delay_ms) return;
   h->maintained_ms = now;
   tcache_relax(h);
+  hak_xfer_drain(now, false);  /* classes unused for a purge delay */
   park_expire(now, false);
   hak_large_decay();  /* large cache entries idle past the delay give their pages back */
   /* Full slabs that other threads freed into become partial, so the
@@ -452,8 +453,15 @@ void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
   int adopted = 0;
   for (;;) {
     hak_slab_t *s = h->cur[cls];
+    if (s != &hak_slab_empty && (slab_take_rfree(s) || hak_remote_collect(s, HAK_RS_KEEP) > 0))
+      return hak_heap_pop(h, cls);
+    /* A block other threads freed, of a class above 1 KiB, before this
+     * heap's partial slabs and fresh pages (xfer.c). */
+    if (hak_class_xfer(cls)) {
+      void *p = hak_xfer_take(cls);
+      if (p != NULL) return p;
+    }
     if (s != &hak_slab_empty) {
-      if (slab_take_rfree(s) || hak_remote_collect(s, HAK_RS_KEEP) > 0) return hak_heap_pop(h, cls);
       /* Free blocks of the partial slabs before fresh pages: a current slab
        * that could still carve goes behind them (turnover at 16 threads
        * 23.9 -> 22.3 MiB peak RSS, larson 105.5 -> 101.0; no cost in time).
@@ -739,7 +747,10 @@ static void heap_thread_exit(void *arg)
 void hak_heap_collect(hak_heap_t *h, bool force)
 {
   /* Parked heaps are handed to the living threads (and purged). */
-  if (force) park_expire(hak_os_now_ms(), true);
+  if (force) {
+    park_expire(hak_os_now_ms(), true);
+    hak_xfer_drain(0, true);
+  }
   if (h->state == HAK_HEAP_LIVE) {
     tcache_flush_all(h);
     hak_remote_flush(h);

@@ -727,6 +727,21 @@ bool hak_slab_extend(hak_slab_t *s);
 
 void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b);
 #define HAK_REMOTE_BATCH 64   /* most remote frees a live heap holds back (remote.c) */
+
+/* The transfer cache (xfer.c): free blocks of the classes above 1 KiB up to
+ * the trailed ones (1280 B .. 64 KiB), freed into other heaps' slabs, for
+ * any thread's next malloc of the class. */
+#define HAK_XFER_FIRST 20
+#define HAK_XFER_LAST  (HAK_TRAILED_FIRST - 1)
+static inline bool hak_class_xfer(size_t c) { return c - HAK_XFER_FIRST <= HAK_XFER_LAST - HAK_XFER_FIRST; }
+/* Keep b, a validated block of class c being freed into another heap's
+ * slab; false if the class's slots are full (b untouched but for its
+ * free-block words). */
+bool  hak_xfer_put(size_t c, hak_block_t *b);
+void *hak_xfer_take(size_t c);  /* a block of class c, claimed, or NULL */
+/* Give the blocks back to their slabs: of every class (all), or of those
+ * no put or take used for a purge delay. */
+void  hak_xfer_drain(uint64_t now, bool all);
 void hak_remote_flush(hak_heap_t *h);
 void hak_remote_pend_flush(hak_heap_t *h, hak_pend_t *e);
 void hak_remote_pend_start(hak_heap_t *h, hak_pend_t *e, hak_slab_t *s, hak_block_t *b);

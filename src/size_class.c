@@ -163,6 +163,8 @@ void hak_size_class_check(void)
     if (hak_class_colored(c) && hak_class_size[hak_class_twin(c)] != hak_class_size[c]) hak_fatal("twin table", (void *)c);
   if (hak_class_size[HAK_TRAILED_FIRST] != 81920 || hak_class_size[HAK_TRAILED_FIRST - 1] != HAK_UNTRAILED_MAX)
     hak_fatal("trailed classes", NULL);
+  if (hak_class_size[HAK_XFER_FIRST] != 1280 || hak_class_size[HAK_XFER_FIRST - 1] != 1024)
+    hak_fatal("transfer cache classes", NULL);
   for (size_t n = 1; n <= HAK_SMALL_MAX; n++) {
     size_t c = hak_size_class(n);
     if (hak_class_size[c] < n || (c > 0 && hak_class_size[c - 1] >= n)) hak_fatal("size class table", (void *)n);

@@ -232,6 +232,22 @@ static void misuse_trailer_overflow_remote(void) {
   after_misuse();
 }
 
+/* A double free of a block that another thread's free put in the transfer
+ * cache (src/xfer.c: blocks of 1-64 KiB freed into another heap's slab). */
+static void *free_one_xfer(void *p) {
+  hak_free(p);
+  return NULL;
+}
+static void misuse_double_free_xfer(void) {
+  char *p = hak_malloc(20 * 1024);
+  memset(p, 1, 64);
+  pthread_t t;
+  if (pthread_create(&t, NULL, free_one_xfer, p) != 0) _exit(3);
+  pthread_join(t, NULL);
+  hak_free(p);
+  after_misuse();
+}
+
 /* ------------------------------------------------------------------ */
 /* fork() while another thread is inside the allocator. */
 
@@ -357,6 +373,7 @@ static const struct misuse cases[] = {
     {"trailer_overflow_realloc", misuse_trailer_overflow_realloc, MSG_OVERFLOW},
     {"trailer_underflow", misuse_trailer_underflow, MSG_END},
     {"trailer_overflow_remote", misuse_trailer_overflow_remote, MSG_OVERFLOW},
+    {"double_free_xfer", misuse_double_free_xfer, "double free"},
 };
 
 int main(int argc, char **argv) {
