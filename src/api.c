@@ -109,8 +109,8 @@ static HAK_NOINLINE void free_remote_checked(hak_heap_t *h, hak_superslab_t *ss,
 
 /* free_remote of a block of a transfer-cache class (xfer.c): to the
  * transfer cache first, where any thread's malloc of the class finds it,
- * before this thread's cache and the owner's slab (bench/turnover at 16
- * threads: 24.3 -> 16.4 MiB peak RSS with this order, 22.5 -> 21.3 MiB
+ * before this thread's cache and the owner's slab (prototypes, bench/turnover
+ * at 16 threads: 24.3 -> 16.4 MiB peak RSS with this order, 22.5 -> 21.3 MiB
  * with the thread cache first). */
 static HAK_NOINLINE void free_remote_xfer(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, size_t c)
 {

@@ -551,7 +551,8 @@ struct hak_heap {
    * (tcmalloc's thread cache).  Blocks of its own slabs always go there;
    * blocks of other heaps' slabs (free_remote in api.c) only while there
    * is room and the thread allocates the class itself (cur[c] set), so a
-   * thread that only frees holds none back.  Invariants: tcache[c] lists
+   * thread that only frees holds none back, and of a transfer-cache class
+   * (xfer.c) only when the class's slots are full.  Invariants: tcache[c] lists
    * hak_tcache_limit(c) - tcache_room[c] free blocks of class c (at most
    * hak_tcache_limit(c): a local free that takes the room below 0
    * flushes); they count as used in their slabs, whoever owns them, until
