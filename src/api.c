@@ -107,19 +107,33 @@ static HAK_NOINLINE void free_remote_checked(hak_heap_t *h, hak_superslab_t *ss,
   else hak_remote_free(ss, s, (hak_block_t *)p);
 }
 
-/* free_remote of a block of a transfer-cache class (xfer.c): to the
- * transfer cache first, where any thread's malloc of the class finds it,
- * before this thread's cache and the owner's slab (prototypes, bench/turnover
- * at 16 threads: 24.3 -> 16.4 MiB peak RSS with this order, 22.5 -> 21.3 MiB
- * with the thread cache first). */
-static HAK_NOINLINE void free_remote_xfer(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, size_t c)
+/* The end of free_remote for a validated block b of class c: this thread's
+ * cache while it has room below the base bound and the thread allocates
+ * the class itself, else held back for the owner (see free_remote). */
+static inline void free_remote_keep(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, size_t c)
 {
-  if (hak_xfer_put(c, b)) return;
   if (h->tcache_room[c] > h->tcache_grown[c] && h->cur[c] != &hak_slab_empty) {
     (void)hak_tcache_push(h, c, b);
     return;
   }
   hak_remote_defer(h, s, b);
+}
+
+/* free_remote of a block of a class above 1 KiB (one range test on the
+ * common path).  A trailed block (never thread-cached: its class is above
+ * HAK_TCACHE_BYTES) has its trailer checked.  A transfer-cache block
+ * (xfer.c) goes to the transfer cache first, where any thread's malloc of
+ * the class finds it, before this thread's cache and the owner's slab
+ * (prototypes, bench/turnover at 16 threads: 24.3 -> 16.4 MiB peak RSS with
+ * this order, 22.5 -> 21.3 MiB with the thread cache first). */
+static HAK_NOINLINE void free_remote_big(hak_heap_t *h, hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b, size_t c)
+{
+  if (hak_class_trailed(c)) {
+    free_remote_checked(h, ss, s, b);
+    return;
+  }
+  if (hak_xfer_put(c, b)) return;
+  free_remote_keep(h, s, b, c);
 }
 
 /* A block of a SuperSlab another heap owns (or nobody: abandoned).  The
@@ -145,21 +159,13 @@ static inline void free_remote(hak_heap_t *h, void *p)
     return;
   }
   size_t c = s->cls;
-  /* A trailed block (never thread-cached: its class is above
-   * HAK_TCACHE_BYTES) is checked out of line, so this path stays tail calls. */
-  if (HAK_UNLIKELY(hak_class_trailed(c))) {
-    free_remote_checked(h, ss, s, p);
+  /* Transfer-cache and trailed classes, out of line: this path stays tail
+   * calls. */
+  if (HAK_UNLIKELY(c - HAK_XFER_FIRST < HAK_NUM_SIZES - HAK_XFER_FIRST)) {
+    free_remote_big(h, ss, s, b, c);
     return;
   }
-  if (HAK_UNLIKELY(hak_class_xfer(c))) {
-    free_remote_xfer(h, s, b, c);
-    return;
-  }
-  if (h->tcache_room[c] > h->tcache_grown[c] && h->cur[c] != &hak_slab_empty) {
-    (void)hak_tcache_push(h, c, b);
-    return;
-  }
-  hak_remote_defer(h, s, b);
+  free_remote_keep(h, s, b, c);
 }
 
 /* A block of a SuperSlab this heap owns, with the fast paths off (secure

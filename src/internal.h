@@ -733,7 +733,7 @@ void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b);
  * the trailed ones (1280 B .. 64 KiB), freed into other heaps' slabs, for
  * any thread's next malloc of the class. */
 #define HAK_XFER_FIRST 20
-#define HAK_XFER_LAST  (HAK_TRAILED_FIRST - 1)
+#define HAK_XFER_LAST  (HAK_TRAILED_FIRST - 1)  /* the trailed classes follow, to the last size */
 static inline bool hak_class_xfer(size_t c) { return c - HAK_XFER_FIRST <= HAK_XFER_LAST - HAK_XFER_FIRST; }
 /* Keep b, a validated block of class c being freed into another heap's
  * slab; false if the class's slots are full (b untouched but for its
