@@ -728,6 +728,7 @@ bool hak_slab_extend(hak_slab_t *s);
 
 void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b);
 #define HAK_REMOTE_BATCH 64   /* most remote frees a live heap holds back (remote.c) */
+#define HAK_REMOTE_BATCH_BYTES ((size_t)4096)  /* and most bytes of them, a slab (size_class.c) */
 
 /* The transfer cache (xfer.c): free blocks of the classes above 1 KiB up to
  * the trailed ones (1280 B .. 64 KiB), freed into other heaps' slabs, for

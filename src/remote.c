@@ -62,9 +62,11 @@ void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
  * go on that slab's pending run in h->pend[] (a free list, newest first;
  * HAK_PEND_SLOTS runs, by a hash of the slab) and reach the slab's remote
  * stack with one CAS when the run ends: its slot is needed for another
- * slab, it holds HAK_REMOTE_BATCH blocks or 16 KiB (hak_class_batch), or the thread next
- * refills, collects or exits (hak_remote_flush).  A thread that only frees
- * and then idles holds at most HAK_PEND_SLOTS runs of 16 KiB.  While
+ * slab, it holds HAK_REMOTE_BATCH blocks or 4 KiB (hak_class_batch), or
+ * the thread next refills, collects or exits (hak_remote_flush).  A thread
+ * that only frees and then idles holds at most HAK_PEND_SLOTS runs of 4 KiB
+ * (128 KiB; HAK_PEND_SLOTS runs of 16 KiB before, bench/prodcons at 16
+ * pairs peaked 25% higher: size_class.c).  While
  * pending, the blocks count as used in their slab, so neither the slab nor
  * its SuperSlab can be released: a flush needs no RCU section, and a free
  * into the SuperSlab of the latest run finds it without the registry

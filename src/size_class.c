@@ -39,17 +39,21 @@ unsigned hak_class_span(size_t c)
 }
 
 /* Remote frees a heap holds back per slab of the class before it pushes
- * them (remote.c): HAK_REMOTE_BATCH, or 16 KiB of blocks, at least one.
- * Held-back blocks keep their slab from refilling its owner: with 64 KiB
- * (a whole slab of 1 KiB blocks) bench/prodcons peaked at 3.4-3.6 / 5.2-5.3
- * MiB at 2 / 4 pairs, with 16 KiB at 3.0 / 3.9-4.1 MiB, at no measured
- * cost in time (one CAS per 16 frees instead of 64 at 1 KiB). */
+ * them (remote.c): HAK_REMOTE_BATCH, or HAK_REMOTE_BATCH_BYTES of blocks,
+ * at least one.  Held-back blocks keep their slab from refilling its
+ * owner, so their bytes are what a limit must bound: a consumer freeing
+ * blocks of 20 classes holds a run for each, and the runs of the classes
+ * it frees rarely wait longest.  bench/prodcons (16..1024 B), peak RSS,
+ * 7 interleaved runs: with 64 KiB a run it peaked at 3.4-3.6 / 5.2-5.3
+ * MiB at 2 / 4 pairs; with 16 KiB at 2.8 / 4.0 / 10.5 MiB at 2 / 4 / 16
+ * pairs; with 4 KiB at 2.5 / 3.4 / 8.4 MiB (mimalloc 9.2 at 16), at no
+ * measured cost in time (the classes up to 64 B keep 64 blocks a push;
+ * a 1 KiB run pushes every 4 frees instead of 16). */
 const uint8_t hak_class_batch[HAK_NUM_CLASSES] = {
-  64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 51, 42, 36, 32,
-  25, 21, 18, 16, 12, 10, 9, 8, 6, 5, 4, 4, 3, 2, 2, 2,
-  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-  1, 1, 1, 1,
-  64, 64, 42, 32, 25, 21, 18, 16,
+  64, 64, 64, 64, 51, 42, 36, 32, 25, 21, 18, 16, 12, 10, 9, 8,
+  6, 5, 4, 4, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1,
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+  32, 16, 10, 8, 6, 5, 4, 4,
 };
 
 /* hak_class_index(n) -> class, for n <= HAK_SMALL_MAX (generated from
@@ -170,7 +174,7 @@ void hak_size_class_check(void)
     if (hak_class_size[c] < n || (c > 0 && hak_class_size[c - 1] >= n)) hak_fatal("size class table", (void *)n);
   }
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
-    size_t b = (size_t)16 * 1024 / hak_class_size[c];
+    size_t b = HAK_REMOTE_BATCH_BYTES / hak_class_size[c];
     b = b > HAK_REMOTE_BATCH ? HAK_REMOTE_BATCH : b == 0 ? 1 : b;
     if (hak_class_batch[c] != b) hak_fatal("remote batch table", (void *)c);
   }
