@@ -328,6 +328,10 @@ typedef struct hak_superslab {
   hak_retired_t retired;            /* link on the retire list */
   uint16_t unit_slab[HAK_UNITS];    /* owner writes; unit -> offset of its slab's
                                        metadata from the SuperSlab's start */
+  uint8_t unit_tcls[HAK_UNITS];     /* owner writes and reads; unit -> its slab's
+                                       tcls (0 while the unit is in no slab): the
+                                       local free's thread-cache list, one
+                                       dependent load sooner than through the slab */
   hak_slab_t slabs[HAK_UNITS] __attribute__((aligned(HAK_CACHE_LINE)));
   hak_remote_t remote_heads[HAK_UNITS] __attribute__((aligned(HAK_CACHE_LINE)));
 } hak_superslab_t;
@@ -702,12 +706,16 @@ static inline int32_t hak_tcache_push(hak_heap_t *h, size_t c, hak_block_t *b)
 static inline void hak_heap_free_local(hak_heap_t *h, void *p)
 {
   hak_superslab_t *ss = hak_ss_of(p);
-  hak_slab_t *s = hak_slab_of(ss, p);
+  size_t u = ((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1);
+  HAK_ONE_VALUE(u);
+  hak_slab_t *s = (hak_slab_t *)((char *)ss + ss->unit_slab[u]);
   HAK_ONE_VALUE(s);
   hak_block_t *b = (hak_block_t *)p;
   /* The block-start check comes first: only a block start may be read. */
   if (HAK_UNLIKELY(!hak_slab_is_block(s, p) || hak_block_is_free(b))) hak_free_invalid(p, true);
-  size_t c = s->tcls;
+  /* The list from the SuperSlab's header, not the slab: the push waits on
+   * one load fewer. */
+  size_t c = ss->unit_tcls[u];
   if (HAK_UNLIKELY(hak_tcache_push(h, c, b) < 0)) hak_tcache_overflow(h, c);
 }
 

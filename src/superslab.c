@@ -45,6 +45,7 @@ static void slab_reset(hak_superslab_t *ss, unsigned u)
   s->span = 1;
   s->start = s->remote_start = unit_start(ss, u);
   ss->unit_slab[u] = (uint16_t)((char *)s - (char *)ss);
+  ss->unit_tcls[u] = 0;
 }
 
 /* The heap's SuperSlab list keeps those with free units in front and the full
@@ -203,7 +204,10 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   s->span = (uint8_t)span;
   s->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);
   hak_count(&h->stats.slabs[cls], 1);
-  for (unsigned u = (unsigned)unit; u < (unsigned)unit + span; u++) ss->unit_slab[u] = (uint16_t)((char *)s - (char *)ss);
+  for (unsigned u = (unsigned)unit; u < (unsigned)unit + span; u++) {
+    ss->unit_slab[u] = (uint16_t)((char *)s - (char *)ss);
+    ss->unit_tcls[u] = s->tcls;
+  }
   /* No thread can reach a slab that holds no block: plain reset is enough,
    * but the head is atomic, so store it as one. */
   atomic_store_explicit(&ss->remote_heads[unit].head, HAK_RS_NORMAL, memory_order_relaxed);
