@@ -133,6 +133,47 @@ static void *foreign_over_base(void *arg)
   return NULL;
 }
 
+/* A unit that served one class and then another: the local free finds
+ * the block's thread-cache list in the SuperSlab's header (unit_tcls,
+ * src/internal.h), which must follow the unit to its new slab.  48-byte
+ * blocks fill a unit; hak_collect gives them back (their slabs empty, the
+ * SuperSlab to the cache); 1 KiB blocks are carved until one lands in
+ * that unit; freed, it must come back to a 1 KiB malloc, and a 48-byte
+ * malloc must not get memory inside it.  A stale list would file it under
+ * 48 bytes: then both checks fail. */
+static void *unit_reuse(void *arg)
+{
+  (void)arg;
+  check_section = "unit_reuse";
+  enum { NA = 2000, NB = 256 };
+  static void *a[NA], *b[NB];
+  for (int i = 0; i < NA; i++) a[i] = hak_malloc(48);
+  uintptr_t unit = (uintptr_t)a[0] >> 16;
+  for (int i = 0; i < NA; i++) hak_free(a[i]);
+  hak_collect();
+  int hit = -1, nb = 0;
+  while (nb < NB && hit < 0) {
+    b[nb] = hak_malloc(1024);
+    if (b[nb] != NULL && (uintptr_t)b[nb] >> 16 == unit) hit = nb;
+    nb++;
+  }
+  CHECK(hit >= 0, "no 1 KiB block of %d reused the unit the 48-byte blocks had (%#lx)", nb,
+        (unsigned long)unit);
+  if (hit >= 0) {
+    void *old = b[hit];
+    hak_free(old);
+    void *q = hak_malloc(1024);
+    CHECK(q == old, "a 1 KiB malloc after freeing the 1 KiB block %p gave %p", old, q);
+    b[hit] = q;
+    void *r = hak_malloc(48);
+    CHECK(r == NULL || (uintptr_t)r + 48 <= (uintptr_t)q || (uintptr_t)r >= (uintptr_t)q + 1024,
+          "a 48-byte malloc gave %p, inside the live 1 KiB block %p", r, q);
+    hak_free(r);
+  }
+  for (int i = 0; i < nb; i++) hak_free(b[i]);
+  return NULL;
+}
+
 int main(void)
 {
   if (getenv("HAKMEM_STATS") != NULL || getenv("HAKMEM_SECURE") != NULL) {
@@ -141,6 +182,7 @@ int main(void)
   }
   run(cross_slab);
   run(bounded_lifo);
+  run(unit_reuse);
   pthread_t o;
   if (pthread_create(&o, NULL, owner, NULL) != 0) {
     CHECK(0, "cannot run a thread");
