@@ -127,9 +127,10 @@ static inline size_t hak_size_class(size_t n) { return hak_class_of_index[hak_cl
  * after it), ends in a checked trailer, HAK_TRAIL_ROOM bytes from the size
  * asked for.  A request above HAK_UNTRAILED_MAX (the 64 KiB class) takes
  * the class of n + HAK_TRAIL_ROOM, so a size class serves requests up to
- * HAK_SMALL_REQ_MAX.  Slabs of trailed classes have tcls HAK_TCLS_TRAILED,
- * a thread-cache list that is always full, so the free fast path hands
- * their blocks to hak_tcache_overflow, which checks the trailer. */
+ * HAK_SMALL_REQ_MAX.  The units of trailed classes' slabs have unit_tcls
+ * HAK_TCLS_TRAILED (hak_superslab_t), a thread-cache list that is always
+ * full, so the free fast path hands their blocks to hak_tcache_overflow,
+ * which checks the trailer. */
 #define HAK_TRAILED_FIRST  44
 #define HAK_UNTRAILED_MAX  ((size_t)65536)
 #define HAK_TRAIL_ROOM     24
@@ -284,8 +285,6 @@ typedef struct hak_slab {
   uint32_t capacity;            /* blocks carved so far (lazy, page by page) */
   uint8_t shift;                /* block_size's trailing zero bits              } geometry */
   uint8_t state;                /* HAK_SLAB_* */
-  uint8_t tcls;                 /* the thread-cache list a free goes to: cls, the owner's
-                                   copy, or HAK_TCLS_TRAILED */
   /* geometry: immutable while the slab holds a block */
   _Alignas(HAK_CACHE_LINE) uint8_t *remote_start;  /* start, minv and shift, */
   uint64_t remote_minv;                             /* for other threads     */
@@ -328,10 +327,12 @@ typedef struct hak_superslab {
   hak_retired_t retired;            /* link on the retire list */
   uint16_t unit_slab[HAK_UNITS];    /* owner writes; unit -> offset of its slab's
                                        metadata from the SuperSlab's start */
-  uint8_t unit_tcls[HAK_UNITS];     /* owner writes and reads; unit -> its slab's
-                                       tcls (0 while the unit is in no slab): the
-                                       local free's thread-cache list, one
-                                       dependent load sooner than through the slab */
+  uint8_t unit_tcls[HAK_UNITS];     /* owner writes and reads; unit -> the thread-
+                                       cache list a local free of its slab's blocks
+                                       goes to: the slab's class, or HAK_TCLS_TRAILED
+                                       (0 while the unit is in no slab).  Here and not
+                                       in the slab: the push waits on one dependent
+                                       load fewer */
   hak_slab_t slabs[HAK_UNITS] __attribute__((aligned(HAK_CACHE_LINE)));
   hak_remote_t remote_heads[HAK_UNITS] __attribute__((aligned(HAK_CACHE_LINE)));
 } hak_superslab_t;
@@ -345,11 +346,12 @@ static inline hak_superslab_t *hak_ss_of(const void *p)
 {
   return (hak_superslab_t *)((uintptr_t)p & ~(HAK_SS_SIZE - 1));
 }
-static inline hak_slab_t *hak_slab_of(hak_superslab_t *ss, const void *p)
+static inline size_t hak_unit_of(const void *p) { return ((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1); }
+static inline hak_slab_t *hak_unit_slab(hak_superslab_t *ss, size_t u)
 {
-  unsigned u = (unsigned)(((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1));
   return (hak_slab_t *)((char *)ss + ss->unit_slab[u]);
 }
+static inline hak_slab_t *hak_slab_of(hak_superslab_t *ss, const void *p) { return hak_unit_slab(ss, hak_unit_of(p)); }
 static inline hak_remote_t *hak_slab_remote(hak_slab_t *s)
 {
   hak_superslab_t *ss = hak_ss_of(s);
@@ -706,9 +708,9 @@ static inline int32_t hak_tcache_push(hak_heap_t *h, size_t c, hak_block_t *b)
 static inline void hak_heap_free_local(hak_heap_t *h, void *p)
 {
   hak_superslab_t *ss = hak_ss_of(p);
-  size_t u = ((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1);
-  HAK_ONE_VALUE(u);
-  hak_slab_t *s = (hak_slab_t *)((char *)ss + ss->unit_slab[u]);
+  size_t u = hak_unit_of(p);
+  HAK_ONE_VALUE(u);  /* computed once for both lookups below */
+  hak_slab_t *s = hak_unit_slab(ss, u);
   HAK_ONE_VALUE(s);
   hak_block_t *b = (hak_block_t *)p;
   /* The block-start check comes first: only a block start may be read. */
@@ -736,7 +738,7 @@ bool hak_slab_extend(hak_slab_t *s);
 
 void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b);
 #define HAK_REMOTE_BATCH 64   /* most remote frees a live heap holds back (remote.c) */
-#define HAK_REMOTE_BATCH_BYTES ((size_t)4096)  /* and most bytes of them, a slab (size_class.c) */
+#define HAK_REMOTE_BATCH_BYTES ((size_t)4096)  /* and most bytes of them in one run (size_class.c) */
 
 /* The transfer cache (xfer.c): free blocks of the classes above 1 KiB up to
  * the trailed ones (1280 B .. 64 KiB), freed into other heaps' slabs, for

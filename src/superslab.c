@@ -199,14 +199,14 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   s->reserved = (uint32_t)((size_t)(end - s->start) / bs);
   s->prev = s->next = NULL;
   s->cls = (uint8_t)cls;
-  s->tcls = hak_class_trailed(cls) ? HAK_TCLS_TRAILED : (uint8_t)cls;
   s->state = HAK_SLAB_CUR;
   s->span = (uint8_t)span;
   s->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);
   hak_count(&h->stats.slabs[cls], 1);
+  uint8_t tcls = hak_class_trailed(cls) ? HAK_TCLS_TRAILED : (uint8_t)cls;
   for (unsigned u = (unsigned)unit; u < (unsigned)unit + span; u++) {
     ss->unit_slab[u] = (uint16_t)((char *)s - (char *)ss);
-    ss->unit_tcls[u] = s->tcls;
+    ss->unit_tcls[u] = tcls;
   }
   /* No thread can reach a slab that holds no block: plain reset is enough,
    * but the head is atomic, so store it as one. */
