@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "fmt.h"
 
 void hak_out_flush(hak_out_t *o)
 {

@@ -10,7 +10,7 @@
  * are rare paths (refill without free slabs, thread start), so the lock is
  * never on a steady-state path.  `count` mirrors the size in a C11 atomic so
  * callers can look cheaply. */
-#include "internal.h"
+#include "handoff.h"
 
 void hak_handoff_push(hak_handoff_t *q, ck_stack_entry_t *e)
 {

@@ -1,12 +1,26 @@
 /* The thread heap: creation, refill (the malloc slow path), local-free
  * bookkeeping, adoption of abandoned SuperSlabs, and parking (or
- * abandonment) at thread exit.  The fast paths are hak_heap_pop / hak_heap_free_local in
- * internal.h. */
+ * abandonment) at thread exit.  The fast paths are hak_heap_pop (heap.h)
+ * and free.c's hak_heap_free_local. */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
 
-#include "internal.h"
+#include "heap.h"
+#include "os.h"
+#include "boot.h"
+#include "options.h"
+#include "size_class.h"
+#include "block.h"
+#include "stats.h"
+#include "registry.h"
+#include "handoff.h"
+#include "superslab.h"
+#include "remote.h"
+#include "xfer.h"
+#include "trailer.h"
+#include "large.h"
+#include "init.h"
 
 #define EMPTY_CUR { [0 ... HAK_NUM_CLASSES - 1] = &hak_slab_empty }
 #define NONE_OWNED { [0 ... HAK_OWNED_SLOTS - 1] = HAK_OWNED_NONE }
@@ -177,20 +191,6 @@ static void heap_release_slab(hak_heap_t *h, hak_slab_t *s)
 }
 
 /* ---------------------------------------------------------- local frees */
-
-/* A free whose pointer failed the block-start or double-free check (the
- * owner's limit is the carved capacity, another thread's the reservation). */
-_Noreturn HAK_COLD void hak_free_invalid(const void *p, bool owner)
-{
-  hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
-  /* A block start past the carved capacity is free too when its slab went
-   * back to uncarved with every block free (hak_remote_collect): its
-   * signature is still there. */
-  if (!(owner ? hak_slab_is_block(s, p) : hak_slab_is_block_remote(s, p)) &&
-      !(owner && hak_slab_is_block_remote(s, p) && hak_block_is_free((const hak_block_t *)p)))
-    hak_fatal("free(): not a block start", p);
-  hak_fatal("free(): double free", p);
-}
 
 /* A block on a free list whose two words no longer match: something wrote
  * into it after it was freed (a buffer overflow from the block before it, a

@@ -1,45 +1,28 @@
-/* Process initialisation, the bootstrap area and fork handling.
+/* Process initialisation and fork handling.
  *
  * Initialisation allocates nothing and calls no stdio: the first malloc may
  * come from the dynamic loader or a constructor.  Should anything recurse
- * into malloc while it runs on this thread, the block comes from a small
- * static bootstrap area, which free recognises and ignores. */
+ * into malloc while it runs on this thread, the block comes from the
+ * bootstrap area (boot.c), which free recognises and ignores. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/random.h>
 #include <time.h>
 
-#include "internal.h"
+#include "init.h"
+#include "sys.h"
+#include "options.h"
+#include "size_class.h"
+#include "block.h"
+#include "stats.h"
+#include "registry.h"
+#include "superslab.h"
+#include "heap.h"
 
 _Atomic(int) hak_init_state;
 hak_keys_t hak_keys;
 static __thread bool tls_in_init;
-
-/* ---------------------------------------------------------------- bootstrap */
-
-#define BOOT_SIZE ((size_t)64 * 1024)
-static _Alignas(HAK_CACHE_LINE) uint8_t boot_area[BOOT_SIZE];
-static _Atomic(size_t) boot_used;
-
-/* Bump allocation; each block is preceded by its size.  Never reused, so a
- * bootstrap block is zero when handed out. */
-void *hak_boot_alloc(size_t n)
-{
-  size_t need = hak_align_up(n + HAK_MIN_ALIGN, HAK_MIN_ALIGN);
-  if (n > BOOT_SIZE) { errno = ENOMEM; return NULL; }
-  size_t off = atomic_fetch_add_explicit(&boot_used, need, memory_order_relaxed);
-  if (off + need > BOOT_SIZE) { errno = ENOMEM; return NULL; }
-  *(size_t *)(boot_area + off) = n;
-  return boot_area + off + HAK_MIN_ALIGN;
-}
-
-bool hak_boot_owns(const void *p)
-{
-  return (const uint8_t *)p >= boot_area && (const uint8_t *)p < boot_area + BOOT_SIZE;
-}
-
-size_t hak_boot_size(const void *p) { return *(const size_t *)((const uint8_t *)p - HAK_MIN_ALIGN); }
 
 bool hak_init_recursing(void)
 {
@@ -95,9 +78,9 @@ void hak_init_slow(void)
     hak_size_class_check();
 #endif
     hak_options_init();
-    hak_fast_limit = hak_opt.secure || hak_opt.stats ? 0 : HAK_UNTRAILED_MAX + 1;  /* internal.h, hak_fast_on */
+    hak_fast_limit = hak_opt.secure || hak_opt.stats ? 0 : HAK_UNTRAILED_MAX + 1;  /* options.h, hak_fast_on */
     hak_stats_init();
-    /* Free-block keys (internal.h, hak_block_t): check odd, link 16-aligned. */
+    /* Free-block keys (types.h, hak_block_t): check odd, link 16-aligned. */
     hak_keys.link = make_key() & ~(uintptr_t)(HAK_MIN_ALIGN - 1);
     hak_keys.check = make_key() | 1;
     hak_heap_init();

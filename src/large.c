@@ -76,7 +76,13 @@
 #include <errno.h>
 #include <string.h>
 
-#include "internal.h"
+#include "large.h"
+#include "os.h"
+#include "options.h"
+#include "block.h"
+#include "stats.h"
+#include "registry.h"
+#include "init.h"
 
 #define CACHE_SLOTS 16
 #define SLACKSHIFT 1

@@ -13,7 +13,8 @@
  * README holds exactly that table). */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "options.h"
+#include "fmt.h"
 
 /* The options.  X(field, name, unit, shift, default, min, max, meaning):
  * hak_opt.field = value << shift (value in unit; KiB options are kept in

@@ -6,7 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "os.h"
 
 /* ------------------------------------------------------ fault injection */
 

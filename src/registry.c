@@ -1,6 +1,6 @@
 /* The registry: which 2 MiB regions are hakmem's, and safe reclamation.
  *
- * A two-level map (hak_map_top -> leaf arrays of tags, see internal.h) answers
+ * A two-level map (hak_map_top -> leaf arrays of tags, see registry.h) answers
  * "is this pointer ours, and whose?" with two loads and no lock.  Leaves are
  * installed once with a CAS and never freed.  A region leaves the map first
  * (release store of 0), and its memory is unmapped only after a liburcu grace
@@ -17,7 +17,10 @@
  */
 #include <urcu/urcu-bp.h>
 
-#include "internal.h"
+#include "registry.h"
+#include "os.h"
+#include "options.h"
+#include "stats.h"
 
 _Atomic(_Atomic(uintptr_t) *) hak_map_top[1u << HAK_MAP_TOP_BITS];
 

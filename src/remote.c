@@ -1,9 +1,14 @@
 /* Remote free: the per-slab remote_heads[] stacks and the delayed-free
- * hand-over that brings a full slab back to its owner (protocol in internal.h,
+ * hand-over that brings a full slab back to its owner (protocol in types.h,
  * hak_remote_t). */
 #include <sched.h>
 
-#include "internal.h"
+#include "remote.h"
+#include "os.h"
+#include "size_class.h"
+#include "block.h"
+#include "superslab.h"
+#include "heap.h"
 
 static inline hak_block_t *rs_ptr(uintptr_t v) { return (hak_block_t *)(v & HAK_RS_PTR_MASK); }
 static inline uintptr_t rs_state(uintptr_t v) { return v & HAK_RS_MASK; }
@@ -70,7 +75,7 @@ void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
  * pending, the blocks count as used in their slab, so neither the slab nor
  * its SuperSlab can be released: a flush needs no RCU section, and a free
  * into the SuperSlab of the latest run finds it without the registry
- * (pend_key; api.c).  The blocks carry the free-block signature, so a
+ * (pend_key; free.c).  The blocks carry the free-block signature, so a
  * second free of one is caught like any double free. */
 void hak_remote_pend_flush(hak_heap_t *h, hak_pend_t *e)
 {

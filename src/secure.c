@@ -18,11 +18,16 @@
  * an earlier one's data.  Slabs are carved zeroed.
  *
  * Default mode pays nothing for this: in secure mode the fast paths are off
- * (internal.h, hak_fast_on), so every call reaches the out-of-line paths
+ * (options.h, hak_fast_on), so every call reaches the out-of-line paths
  * that call this file. */
 #include <string.h>
 
-#include "internal.h"
+#include "secure.h"
+#include "os.h"
+#include "size_class.h"
+#include "block.h"
+#include "large.h"
+#include "heap.h"
 
 #define SECURE_PAD 0xA5
 #define TRAILER ((uint32_t)sizeof(uint32_t))

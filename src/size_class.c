@@ -3,10 +3,11 @@
  * Classes: 16..128 bytes in steps of 16 (the hottest range, dense), then four
  * classes per power of two up to 256 KiB, so a block wastes under 25% of a
  * request above 64 bytes; then the uncoloured twins of the coloured classes
- * (internal.h, hak_class_colored), for aligned requests only.  The tables
+ * (size_class.h, hak_class_colored), for aligned requests only.  The tables
  * are constant (checked against the formulas at start-up in debug builds):
  * malloc may run before any initialisation code. */
-#include "internal.h"
+#include "size_class.h"
+#include "os.h"
 
 const uint32_t hak_class_size[HAK_NUM_CLASSES] = {
   16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256,
@@ -160,7 +161,7 @@ int hak_size_class_aligned(size_t n, size_t align)
 }
 
 #ifndef NDEBUG
-/* The tables agree with the formula in internal.h and are monotonic. */
+/* The tables agree with the formula in size_class.h and are monotonic. */
 void hak_size_class_check(void)
 {
   for (size_t c = 0; c < HAK_NUM_SIZES; c++)

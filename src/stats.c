@@ -29,7 +29,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "stats.h"
+#include "boot.h"
+#include "options.h"
+#include "heap.h"
 
 hak_global_stats_t hak_gstats;
 
@@ -37,17 +40,17 @@ hak_global_stats_t hak_gstats;
  * programs (coreutils, xz) close stderr in an atexit handler, which runs
  * before this library's destructor. */
 static int report_fd = 2;
+int hak_stats_report_fd(void) { return report_fd; }
 
 /* The name threads have unless renamed (the process's, inherited by every
  * thread it creates), two words of a char[16]; read at start-up. */
 static uint64_t default_name[2];
 
-static uint64_t rd(const hak_counter_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
 
 /* ------------------------------------------------------------------ names */
 
 /* Read a small file with open/read (no stdio); its length, 0 on failure. */
-static size_t read_small_file(const char *path, char *buf, size_t size)
+size_t hak_stats_read_file(const char *path, char *buf, size_t size)
 {
   int saved = errno;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -66,14 +69,14 @@ static size_t read_small_file(const char *path, char *buf, size_t size)
   return n;
 }
 
-static void name_pack(const char *s, uint64_t w[2])
+void hak_stats_name_pack(const char *s, uint64_t w[2])
 {
   char b[16] = { 0 };
   for (size_t i = 0; i < 15 && s[i] && s[i] != '\n'; i++) b[i] = s[i];
   memcpy(w, b, 16);
 }
 
-static void name_unpack(const uint64_t w[2], char out[16])
+void hak_stats_name_unpack(const uint64_t w[2], char out[16])
 {
   memcpy(out, w, 16);
   out[15] = 0;
@@ -86,10 +89,10 @@ static void self_name(uint64_t w[2])
   int saved = errno;
   if (prctl(PR_GET_NAME, b, 0, 0, 0) != 0) b[0] = 0;
   errno = saved;
-  name_pack(b, w);
+  hak_stats_name_pack(b, w);
 }
 
-static bool name_is_set(const uint64_t w[2])
+bool hak_stats_name_is_set(const uint64_t w[2])
 {
   return (w[0] | w[1]) != 0 && (w[0] != default_name[0] || w[1] != default_name[1]);
 }
@@ -105,11 +108,10 @@ static struct {
   _Atomic(int32_t) tid;
 } names[NAME_SLOTS];
 
-static unsigned id_hash(uint32_t id, unsigned bits) { return (id * 0x9e3779b1u) >> (32 - bits); }
 
 static void names_put(uint32_t id, const uint64_t w[2], int32_t tid)
 {
-  unsigned i = id_hash(id, 10);
+  unsigned i = hak_id_hash(id, 10);
   for (unsigned n = 0; n < NAME_SLOTS; n++, i = (i + 1) % NAME_SLOTS) {
     uint32_t cur = atomic_load_explicit(&names[i].id, memory_order_relaxed);
     if (cur == 0 && atomic_compare_exchange_strong_explicit(&names[i].id, &cur, id, memory_order_relaxed,
@@ -123,56 +125,22 @@ static void names_put(uint32_t id, const uint64_t w[2], int32_t tid)
   }
 }
 
-/* The label of thread id: its name if it was given one, "main" for the
- * process's first thread, else "#id".  Running threads' names are read
- * again now (/proc/self/task/TID/comm). */
-static void thread_label(uint32_t id, char out[24])
+
+/* The name and thread number of exited heap id, as folded at its exit;
+ * false (*tid and w untouched) if none was kept. */
+bool hak_stats_name_find(uint32_t id, int32_t *tid, uint64_t w[2])
 {
-  uint64_t w[2] = { 0, 0 };
-  int32_t tid = 0;
-  for (hak_heap_t *h = hak_heap_list(); h != NULL && id != 0; h = h->all_next) {
-    if (atomic_load_explicit(&h->id, memory_order_relaxed) != id || h->state != HAK_HEAP_LIVE) continue;
-    tid = atomic_load_explicit(&h->tid, memory_order_relaxed);
-    w[0] = atomic_load_explicit(&h->name[0], memory_order_relaxed);
-    w[1] = atomic_load_explicit(&h->name[1], memory_order_relaxed);
-    if (tid > 0) {
-      hak_out_t path = { .fd = -1 };
-      hak_out_str(&path, "/proc/self/task/");
-      hak_out_u64(&path, (uint64_t)tid, 0);
-      hak_out_str(&path, "/comm");
-      path.buf[path.len] = 0;
-      char b[32];
-      if (read_small_file(path.buf, b, sizeof b) > 0) name_pack(b, w);
-    }
-    break;
+  unsigned i = hak_id_hash(id, 10);
+  for (unsigned n = 0; n < NAME_SLOTS && id != 0; n++, i = (i + 1) % NAME_SLOTS) {
+    uint32_t cur = atomic_load_explicit(&names[i].id, memory_order_relaxed);
+    if (cur == 0) break;
+    if (cur != id) continue;
+    *tid = atomic_load_explicit(&names[i].tid, memory_order_relaxed);
+    w[0] = atomic_load_explicit(&names[i].name[0], memory_order_relaxed);
+    w[1] = atomic_load_explicit(&names[i].name[1], memory_order_relaxed);
+    return true;
   }
-  if (tid == 0) {
-    unsigned i = id_hash(id, 10);
-    for (unsigned n = 0; n < NAME_SLOTS && id != 0; n++, i = (i + 1) % NAME_SLOTS) {
-      uint32_t cur = atomic_load_explicit(&names[i].id, memory_order_relaxed);
-      if (cur == 0) break;
-      if (cur != id) continue;
-      tid = atomic_load_explicit(&names[i].tid, memory_order_relaxed);
-      w[0] = atomic_load_explicit(&names[i].name[0], memory_order_relaxed);
-      w[1] = atomic_load_explicit(&names[i].name[1], memory_order_relaxed);
-      break;
-    }
-  }
-  if (name_is_set(w)) {
-    name_unpack(w, out);
-    for (char *c = out; *c; c++)
-      if (*c == ' ' || (unsigned char)*c < 32) *c = '_';  /* one word: the columns stay readable */
-    return;
-  }
-  if (tid != 0 && tid == getpid()) {  /* now: a fork child's main thread too */
-    strcpy(out, "main");
-    return;
-  }
-  hak_out_t o = { .fd = -1 };
-  hak_out_str(&o, "#");
-  hak_out_u64(&o, id, 0);
-  memcpy(out, o.buf, o.len);
-  out[o.len] = 0;
+  return false;
 }
 
 /* ------------------------------------------------------------- heap start */
@@ -202,7 +170,7 @@ void hak_stats_init(void)
   if (fd >= 0) report_fd = fd;
   errno = saved;
   char b[32];
-  if (read_small_file("/proc/self/comm", b, sizeof b) > 0) name_pack(b, default_name);
+  if (hak_stats_read_file("/proc/self/comm", b, sizeof b) > 0) hak_stats_name_pack(b, default_name);
 }
 
 /* ------------------------------------------------------ remote-free matrix */
@@ -261,7 +229,7 @@ void hak_stats_count_remote(hak_heap_t *h, uint32_t owner)
     return;
   }
   hak_remote_row_t *r = &h->rrow;
-  unsigned i = id_hash(owner, 4);
+  unsigned i = hak_id_hash(owner, 4);
   for (unsigned n = 0; owner != 0 && n < HAK_RROW_SLOTS; n++, i = (i + 1) % HAK_RROW_SLOTS) {
     uint32_t cur = atomic_load_explicit(&r->slot[i].owner, memory_order_relaxed);
     if (cur == owner) {
@@ -280,26 +248,16 @@ void hak_stats_count_remote(hak_heap_t *h, uint32_t owner)
 
 /* Calls f(freer, owner, count, ctx) for every remote-free count: running
  * threads' rows, then the folded ones. */
-typedef void (*pair_fn)(uint32_t freer, uint32_t owner, uint64_t n, void *ctx);
-
-static void for_each_pair(pair_fn f, void *ctx)
+/* Call f for every folded (freer, owner) pair, and once with (0, 0) for
+ * the pairs that found no slot. */
+void hak_stats_for_each_folded(hak_pair_fn f, void *ctx)
 {
-  for (hak_heap_t *h = hak_heap_list(); h != NULL; h = h->all_next) {
-    uint32_t id = atomic_load_explicit(&h->id, memory_order_relaxed);
-    for (unsigned i = 0; i < HAK_RROW_SLOTS; i++) {
-      uint32_t owner = atomic_load_explicit(&h->rrow.slot[i].owner, memory_order_acquire);
-      uint64_t n = rd(&h->rrow.slot[i].count);
-      if (owner != 0 && n != 0) f(id, owner, n, ctx);
-    }
-    uint64_t n = rd(&h->rrow.overflow);
-    if (n != 0) f(id, 0, n, ctx);
-  }
   for (unsigned i = 0; i < PAIR_SLOTS; i++) {
     uint64_t key = atomic_load_explicit(&pairs[i].key, memory_order_relaxed);
-    uint64_t n = rd(&pairs[i].count);
+    uint64_t n = hak_counter_read(&pairs[i].count);
     if (key != 0 && n != 0) f((uint32_t)(key >> 32) & 0x7fffffffu, (uint32_t)key, n, ctx);
   }
-  uint64_t n = rd(&pairs_lost);
+  uint64_t n = hak_counter_read(&pairs_lost);
   if (n != 0) f(0, 0, n, ctx);
 }
 
@@ -311,508 +269,28 @@ static void fold_remote(hak_heap_t *h)
   for (unsigned i = 0; i < HAK_RROW_SLOTS; i++) {
     uint32_t owner = atomic_load_explicit(&r->slot[i].owner, memory_order_relaxed);
     if (owner == 0) continue;
-    pairs_add(id, owner, rd(&r->slot[i].count));
+    pairs_add(id, owner, hak_counter_read(&r->slot[i].count));
     atomic_store_explicit(&r->slot[i].owner, 0, memory_order_relaxed);
     atomic_store_explicit(&r->slot[i].count, 0, memory_order_relaxed);
   }
-  if (rd(&r->overflow) != 0) pairs_add(id, 0, rd(&r->overflow));
+  if (hak_counter_read(&r->overflow) != 0) pairs_add(id, 0, hak_counter_read(&r->overflow));
   atomic_store_explicit(&r->overflow, 0, memory_order_relaxed);
   if (hak_opt.stats < 2) return;
   uint64_t w[2];
   self_name(w);  /* on the exiting thread itself */
   int32_t tid = atomic_load_explicit(&h->tid, memory_order_relaxed);
-  if (name_is_set(w) || tid == getpid()) names_put(id, w, tid);
+  if (hak_stats_name_is_set(w) || tid == getpid()) names_put(id, w, tid);
 }
-
-/* ------------------------------------------------------------------- sums */
-
-typedef struct {
-  uint64_t allocs[HAK_NUM_CLASSES], frees[HAK_NUM_CLASSES], slabs[HAK_NUM_CLASSES];
-  uint64_t remote, large_allocs, large_frees, large_in, large_out, foreign, trail_in, trail_out;
-} totals_t;
-
-static void add_stats(totals_t *t, const hak_heap_stats_t *s)
-{
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
-    t->allocs[c] += rd(&s->allocs[c]);
-    t->frees[c] += rd(&s->frees[c]);
-    t->slabs[c] += rd(&s->slabs[c]);  /* deltas: the sum wraps back to the count */
-  }
-  t->remote += rd(&s->remote_frees);
-  t->large_allocs += rd(&s->large_allocs);
-  t->large_frees += rd(&s->large_frees);
-  t->large_in += rd(&s->large_bytes_alloc);
-  t->large_out += rd(&s->large_bytes_free);
-  t->foreign += rd(&s->foreign_frees);
-  t->trail_in += rd(&s->trail_in);
-  t->trail_out += rd(&s->trail_out);
-}
-
-static void totals(totals_t *t)
-{
-  memset(t, 0, sizeof *t);
-  for (hak_heap_t *h = hak_heap_list(); h != NULL; h = h->all_next) add_stats(t, &h->stats);
-  add_stats(t, &hak_gstats.folded);
-  /* A twin (internal.h, hak_class_twin) counts as its class. */
-  for (size_t c = HAK_NUM_SIZES; c < HAK_NUM_CLASSES; c++) {
-    size_t b = hak_size_class(hak_class_size[c]);
-    t->allocs[b] += t->allocs[c];
-    t->frees[b] += t->frees[c];
-    t->slabs[b] += t->slabs[c];
-    t->allocs[c] = t->frees[c] = t->slabs[c] = 0;
-  }
-}
-
-static uint64_t sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 /* Thread exit: move the heap's counts into the totals and zero them. */
 void hak_stats_fold(hak_heap_t *h)
 {
   hak_counter_t *c = (hak_counter_t *)&h->stats, *g = (hak_counter_t *)&hak_gstats.folded;
   for (size_t i = 0; i < sizeof h->stats / sizeof *c; i++) {
-    uint64_t v = rd(&c[i]);
+    uint64_t v = hak_counter_read(&c[i]);
     if (v != 0) hak_gcount(&g[i], v);
     atomic_store_explicit(&c[i], 0, memory_order_relaxed);
   }
   fold_remote(h);
 }
 
-/* VmHWM of /proc/self/status, in bytes (0 if unreadable). */
-static uint64_t peak_rss(void)
-{
-  char b[4096];
-  if (read_small_file("/proc/self/status", b, sizeof b) == 0) return 0;
-  const char *p = strstr(b, "VmHWM:");
-  if (p == NULL) return 0;
-  p += 6;
-  while (*p == ' ' || *p == '\t') p++;
-  uint64_t kb = 0;
-  for (; *p >= '0' && *p <= '9'; p++) kb = kb * 10 + (uint64_t)(*p - '0');
-  return kb << 10;
-}
-
-void hak_stats_get(hak_stats_t *out)
-{
-  totals_t t;
-  totals(&t);
-  memset(out, 0, sizeof *out);
-  uint64_t in = t.large_in, o = t.large_out;
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
-    out->allocs += t.allocs[c];
-    out->frees += t.frees[c];
-    in += t.allocs[c] * hak_class_size[c];
-    o += t.frees[c] * hak_class_size[c];
-  }
-  out->allocs += t.large_allocs;
-  out->frees += t.large_frees;
-  out->remote_frees = t.remote;
-  out->live_bytes = sub0(in - t.trail_in, o - t.trail_out);
-  out->large_allocs = t.large_allocs;
-  out->superslabs_mapped = rd(&hak_gstats.ss_mapped);
-  out->superslabs_unmapped = rd(&hak_gstats.ss_unmapped);
-  out->mapped_bytes = rd(&hak_gstats.mapped_bytes);
-  out->heaps_abandoned = rd(&hak_gstats.heaps_abandoned);
-  out->superslabs_adopted = rd(&hak_gstats.ss_adopted);
-  out->foreign_frees = t.foreign;
-  out->large_frees = t.large_frees;
-  out->large_live_bytes = sub0(t.large_in, t.large_out);
-  out->large_cached_bytes = hak_large_cached_bytes();
-  out->superslabs_purged = rd(&hak_gstats.ss_purged);
-  out->purged_bytes = rd(&hak_gstats.purged_bytes);
-  out->peak_rss_bytes = peak_rss();
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) out->slabs += t.slabs[c];
-}
-
-size_t hak_stats_get_classes(hak_class_stats_t *out, size_t n)
-{
-  totals_t t;
-  totals(&t);
-  for (size_t c = 0; c < n && c < HAK_NUM_SIZES; c++) {
-    out[c].block_size = hak_class_size[c];
-    out[c].allocs = t.allocs[c];
-    out[c].frees = t.frees[c];
-    out[c].live_blocks = sub0(t.allocs[c], t.frees[c]);
-    out[c].slabs = t.slabs[c];
-  }
-  return HAK_NUM_SIZES;
-}
-
-/* ----------------------------------------------------------------- report */
-
-static void report_summary(hak_out_t *o, const hak_stats_t *s)
-{
-  hak_out_str(o, "hakmem:");
-  hak_out_kv(o, "allocs", s->allocs);
-  hak_out_kv(o, "frees", s->frees);
-  hak_out_kv(o, "remote_frees", s->remote_frees);
-  hak_out_kv(o, "live_bytes", s->live_bytes);
-  hak_out_kv(o, "large_allocs", s->large_allocs);
-  hak_out_kv(o, "foreign_frees", s->foreign_frees);
-  hak_out_kv(o, "superslabs_mapped", s->superslabs_mapped);
-  hak_out_kv(o, "superslabs_unmapped", s->superslabs_unmapped);
-  hak_out_kv(o, "mapped_kb", s->mapped_bytes >> 10);
-  hak_out_kv(o, "heaps_abandoned", s->heaps_abandoned);
-  hak_out_kv(o, "superslabs_adopted", s->superslabs_adopted);
-  hak_out_str(o, "\n");
-}
-
-static void report_classes(hak_out_t *o)
-{
-  hak_class_stats_t cs[HAK_NUM_SIZES];
-  hak_stats_get_classes(cs, HAK_NUM_SIZES);
-  hak_out_str(o, "hakmem: size classes (blocks; live = allocs - frees; slabs in use, abandoned ones included)\n");
-  hak_out_str(o, "hakmem:   class    size        allocs         frees          live   slabs\n");
-  for (size_t c = 0; c < HAK_NUM_SIZES; c++) {
-    if ((cs[c].allocs | cs[c].frees | cs[c].slabs) == 0) continue;
-    hak_out_str(o, "hakmem: ");
-    hak_out_u64(o, c, 7);
-    hak_out_u64(o, cs[c].block_size, 8);
-    hak_out_u64(o, cs[c].allocs, 14);
-    hak_out_u64(o, cs[c].frees, 14);
-    hak_out_u64(o, cs[c].live_blocks, 14);
-    hak_out_u64(o, cs[c].slabs, 8);
-    hak_out_str(o, "\n");
-  }
-}
-
-/* ---- the matrix: rank ids by total with small tables on the stack */
-
-#define REPORT_TOP 8
-#define RANK_SLOTS 256
-
-typedef struct {
-  uint32_t id[RANK_SLOTS];
-  uint64_t n[RANK_SLOTS];
-} rank_t;
-
-typedef struct {
-  rank_t rows, cols;
-  uint32_t row_id[REPORT_TOP], col_id[REPORT_TOP];
-  unsigned nrows, ncols;
-  uint64_t m[REPORT_TOP + 1][REPORT_TOP + 1];  /* [REPORT_TOP]: other */
-} matrix_t;
-
-static void rank_add(rank_t *r, uint32_t id, uint64_t n)
-{
-  if (id == 0) return;  /* unknown: always "other" */
-  unsigned i = id_hash(id, 8);
-  for (unsigned k = 0; k < RANK_SLOTS; k++, i = (i + 1) % RANK_SLOTS) {
-    if (r->id[i] == id) { r->n[i] += n; return; }
-    if (r->id[i] == 0) { r->id[i] = id; r->n[i] = n; return; }
-  }
-}
-
-static unsigned rank_top(const rank_t *r, uint32_t *top)
-{
-  unsigned k = 0;
-  bool used[RANK_SLOTS] = { false };
-  for (; k < REPORT_TOP; k++) {
-    int best = -1;
-    for (unsigned i = 0; i < RANK_SLOTS; i++)
-      if (r->id[i] != 0 && !used[i] && (best < 0 || r->n[i] > r->n[best] ||
-                                        (r->n[i] == r->n[best] && r->id[i] < r->id[best])))
-        best = (int)i;
-    if (best < 0) break;
-    used[best] = true;
-    top[k] = r->id[best];
-  }
-  /* The busiest REPORT_TOP, shown in thread order (a stable layout). */
-  for (unsigned i = 1; i < k; i++)
-    for (unsigned j = i; j > 0 && top[j] < top[j - 1]; j--) {
-      uint32_t x = top[j]; top[j] = top[j - 1]; top[j - 1] = x;
-    }
-  return k;
-}
-
-static void pair_rank(uint32_t freer, uint32_t owner, uint64_t n, void *ctx)
-{
-  matrix_t *m = ctx;
-  rank_add(&m->rows, freer, n);
-  rank_add(&m->cols, owner, n);
-}
-
-static unsigned index_of(const uint32_t *ids, unsigned k, uint32_t id)
-{
-  for (unsigned i = 0; i < k; i++)
-    if (ids[i] == id && id != 0) return i;
-  return REPORT_TOP;
-}
-
-static void pair_place(uint32_t freer, uint32_t owner, uint64_t n, void *ctx)
-{
-  matrix_t *m = ctx;
-  m->m[index_of(m->row_id, m->nrows, freer)][index_of(m->col_id, m->ncols, owner)] += n;
-}
-
-static void report_matrix(hak_out_t *o)
-{
-  static const char *title =
-      "hakmem: remote frees (row: freeing thread; column: thread that allocated the block's slab)\n";
-  if (hak_opt.stats < 2) {
-    hak_out_str(o, "hakmem: remote-free matrix: not counted (needs HAKMEM_STATS=2 at start-up)\n");
-    return;
-  }
-  matrix_t m;
-  memset(&m, 0, sizeof m);
-  for_each_pair(pair_rank, &m);
-  m.nrows = rank_top(&m.rows, m.row_id);
-  m.ncols = rank_top(&m.cols, m.col_id);
-  for_each_pair(pair_place, &m);
-
-  uint64_t row_sum[REPORT_TOP + 1] = { 0 }, col_sum[REPORT_TOP + 1] = { 0 }, all = 0;
-  for (unsigned r = 0; r <= REPORT_TOP; r++)
-    for (unsigned c = 0; c <= REPORT_TOP; c++) {
-      row_sum[r] += m.m[r][c];
-      col_sum[c] += m.m[r][c];
-      all += m.m[r][c];
-    }
-  char col_label[REPORT_TOP][24];
-  int width[REPORT_TOP + 2];
-  for (unsigned c = 0; c < m.ncols; c++) {
-    thread_label(m.col_id[c], col_label[c]);
-    int w = (int)strlen(col_label[c]) + 2;
-    width[c] = w < 10 ? 10 : w;
-  }
-  hak_out_str(o, title);
-  hak_out_str(o, "hakmem:   ");
-  hak_out_strw(o, "freed by \\ owner", 18);
-  for (unsigned c = 0; c < m.ncols; c++) hak_out_strw(o, col_label[c], -width[c]);
-  if (col_sum[REPORT_TOP] != 0) hak_out_strw(o, "other", -10);
-  hak_out_strw(o, "total", -12);
-  hak_out_str(o, "\n");
-  for (unsigned r = 0; r <= m.nrows; r++) {
-    unsigned ri = r < m.nrows ? r : REPORT_TOP;
-    if (ri == REPORT_TOP && row_sum[REPORT_TOP] == 0) continue;
-    char label[24];
-    if (ri == REPORT_TOP) strcpy(label, "other");
-    else thread_label(m.row_id[r], label);
-    hak_out_str(o, "hakmem:   ");
-    hak_out_strw(o, label, 18);
-    for (unsigned c = 0; c < m.ncols; c++) hak_out_u64(o, m.m[ri][c], width[c]);
-    if (col_sum[REPORT_TOP] != 0) hak_out_u64(o, m.m[ri][REPORT_TOP], 10);
-    hak_out_u64(o, row_sum[ri], 12);
-    hak_out_str(o, "\n");
-  }
-  hak_out_str(o, "hakmem:   ");
-  hak_out_strw(o, "total", 18);
-  for (unsigned c = 0; c < m.ncols; c++) hak_out_u64(o, col_sum[c], width[c]);
-  if (col_sum[REPORT_TOP] != 0) hak_out_u64(o, col_sum[REPORT_TOP], 10);
-  hak_out_u64(o, all, 12);
-  hak_out_str(o, "\n");
-}
-
-static void report_details(hak_out_t *o, const hak_stats_t *s)
-{
-  report_classes(o);
-  hak_out_str(o, "hakmem: large");
-  hak_out_kv(o, "large_allocs", s->large_allocs);
-  hak_out_kv(o, "large_frees", s->large_frees);
-  hak_out_kv(o, "large_live", sub0(s->large_allocs, s->large_frees));
-  hak_out_kv(o, "large_live_kb", s->large_live_bytes >> 10);
-  hak_out_kv(o, "large_cached_kb", s->large_cached_bytes >> 10);
-  hak_out_str(o, "\nhakmem: superslabs");
-  hak_out_kv(o, "mapped", s->superslabs_mapped);
-  hak_out_kv(o, "purged", s->superslabs_purged);
-  hak_out_kv(o, "purged_kb", s->purged_bytes >> 10);
-  hak_out_kv(o, "unmapped", s->superslabs_unmapped);
-  hak_out_kv(o, "adopted", s->superslabs_adopted);
-  hak_out_kv(o, "slabs", s->slabs);
-  hak_out_str(o, "\nhakmem: memory");
-  hak_out_kv(o, "mapped_kb", s->mapped_bytes >> 10);
-  hak_out_kv(o, "peak_rss_kb", s->peak_rss_bytes >> 10);
-  hak_out_kv(o, "remote_frees", s->remote_frees);
-  hak_out_kv(o, "threads_exited", s->heaps_abandoned);
-  hak_out_str(o, "\n");
-  report_matrix(o);
-}
-
-static void report(hak_out_t *o, bool details)
-{
-  hak_stats_t s;
-  hak_stats_get(&s);
-  report_summary(o, &s);
-  if (details) report_details(o, &s);
-  hak_out_flush(o);
-}
-
-void hak_stats_print(FILE *f)
-{
-  hak_init();
-  hak_out_t o = { .fd = -1, .file = f };
-  if (!hak_opt.stats)
-    hak_out_str(&o, "hakmem: block counts are off (HAKMEM_STATS=1 or 2 at start-up counts them)\n");
-  report(&o, true);
-  fflush(f);
-}
-
-__attribute__((destructor)) static void hak_stats_at_exit(void)
-{
-  if (atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2 || !hak_opt.stats) return;
-  hak_out_t o = { .fd = report_fd };
-  report(&o, hak_opt.stats >= 2);
-}
-
-/* ------------------------------------------------ glibc's inspection calls */
-
-/* Exported by the preload library (preload.c), in glibc's formats with
- * hakmem's numbers.  mallinfo2's fields:
- *   arena     bytes mapped for SuperSlabs (cached empty ones included)
- *   ordblks   slabs in use (all classes)
- *   smblks, fsmblks, usmblks   0 (no fastbins; usmblks is 0 in glibc too)
- *   hblks     large blocks live (each has its own mapping)
- *   hblkhd    bytes mapped for large blocks (live and cached)
- *   uordblks  bytes of live small blocks (block sizes); without
- *             HAKMEM_STATS=1 or 2 block counts are off and it is arena
- *             (an upper bound)
- *   fordblks  arena - uordblks (free blocks and free units of SuperSlabs)
- *   keepcost  committed bytes of freed large mappings (malloc_trim returns
- *             them) */
-typedef struct {
-  uint64_t arena, slabs, large_live, large_mapped, small_live_bytes, small_live_blocks, cached;
-} mallinfo_t;
-
-static void get_mallinfo(mallinfo_t *m, hak_stats_t *s, hak_class_stats_t *cs)
-{
-  hak_stats_get(s);
-  hak_stats_get_classes(cs, HAK_NUM_SIZES);
-  memset(m, 0, sizeof *m);
-  uint64_t ss = sub0(s->superslabs_mapped, s->superslabs_unmapped);
-  m->arena = ss * HAK_SS_SIZE;
-  m->slabs = s->slabs;
-  m->large_live = sub0(s->large_allocs, s->large_frees);
-  m->large_mapped = sub0(s->mapped_bytes, m->arena);
-  for (size_t c = 0; c < HAK_NUM_SIZES; c++) {
-    m->small_live_blocks += cs[c].live_blocks;
-    m->small_live_bytes += cs[c].live_blocks * cs[c].block_size;
-  }
-  if (!hak_opt.stats) m->small_live_bytes = m->arena;
-  if (m->small_live_bytes > m->arena) m->small_live_bytes = m->arena;
-  m->cached = s->large_cached_bytes;
-}
-
-void hak_stats_mallinfo2(struct mallinfo2 *out)
-{
-  hak_init();
-  hak_stats_t s;
-  hak_class_stats_t cs[HAK_NUM_SIZES];
-  mallinfo_t m;
-  get_mallinfo(&m, &s, cs);
-  memset(out, 0, sizeof *out);
-  out->arena = m.arena;
-  out->ordblks = m.slabs;
-  out->hblks = m.large_live;
-  out->hblkhd = m.large_mapped;
-  out->uordblks = m.small_live_bytes;
-  out->fordblks = m.arena - m.small_live_bytes;
-  out->keepcost = m.cached;
-}
-
-static void xml_total(hak_out_t *o, const char *type, uint64_t count, uint64_t size)
-{
-  hak_out_str(o, "<total type=\"");
-  hak_out_str(o, type);
-  hak_out_str(o, "\" count=\"");
-  hak_out_u64(o, count, 0);
-  hak_out_str(o, "\" size=\"");
-  hak_out_u64(o, size, 0);
-  hak_out_str(o, "\"/>\n");
-}
-
-static void xml_size(hak_out_t *o, const char *elem, const char *type, uint64_t size)
-{
-  hak_out_str(o, "<");
-  hak_out_str(o, elem);
-  hak_out_str(o, " type=\"");
-  hak_out_str(o, type);
-  hak_out_str(o, "\" size=\"");
-  hak_out_u64(o, size, 0);
-  hak_out_str(o, "\"/>\n");
-}
-
-static void xml_attr(hak_out_t *o, const char *name, uint64_t v)
-{
-  hak_out_str(o, " ");
-  hak_out_str(o, name);
-  hak_out_str(o, "=\"");
-  hak_out_u64(o, v, 0);
-  hak_out_str(o, "\"");
-}
-
-/* glibc's layout: one <heap> (hakmem's totals over every thread), whose
- * <sizes> lists the live blocks of each size class (glibc lists free
- * chunks there); then a <hakmem .../> element with the summary counters. */
-int hak_stats_malloc_info(int options, FILE *f)
-{
-  if (options != 0) return EINVAL;
-  hak_init();
-  hak_stats_t s;
-  hak_class_stats_t cs[HAK_NUM_SIZES];
-  mallinfo_t m;
-  get_mallinfo(&m, &s, cs);
-  hak_out_t o = { .fd = -1, .file = f };
-  hak_out_str(&o, "<malloc version=\"1\" allocator=\"hakmem\">\n<heap nr=\"0\">\n<sizes>\n");
-  for (size_t c = 0; c < HAK_NUM_SIZES; c++) {
-    if (cs[c].live_blocks == 0) continue;
-    hak_out_str(&o, "  <size");
-    xml_attr(&o, "from", c == 0 ? 1 : cs[c - 1].block_size + 1);
-    xml_attr(&o, "to", cs[c].block_size);
-    xml_attr(&o, "total", cs[c].live_blocks * cs[c].block_size);
-    xml_attr(&o, "count", cs[c].live_blocks);
-    hak_out_str(&o, "/>\n");
-  }
-  hak_out_str(&o, "</sizes>\n");
-  xml_total(&o, "fast", 0, 0);
-  xml_total(&o, "rest", m.small_live_blocks, m.small_live_bytes);
-  xml_size(&o, "system", "current", m.arena);
-  xml_size(&o, "system", "max", m.arena);
-  xml_size(&o, "aspace", "total", m.arena);
-  xml_size(&o, "aspace", "mprotect", m.arena);
-  hak_out_str(&o, "</heap>\n");
-  xml_total(&o, "fast", 0, 0);
-  xml_total(&o, "rest", m.small_live_blocks, m.small_live_bytes);
-  xml_total(&o, "mmap", m.large_live, m.large_mapped);
-  xml_size(&o, "system", "current", s.mapped_bytes);
-  xml_size(&o, "system", "max", s.mapped_bytes);
-  xml_size(&o, "aspace", "total", s.mapped_bytes);
-  xml_size(&o, "aspace", "mprotect", s.mapped_bytes);
-  hak_out_str(&o, "<hakmem");
-  xml_attr(&o, "stats", hak_opt.stats);
-  xml_attr(&o, "allocs", s.allocs);
-  xml_attr(&o, "frees", s.frees);
-  xml_attr(&o, "remote_frees", s.remote_frees);
-  xml_attr(&o, "live_bytes", s.live_bytes);
-  xml_attr(&o, "large_allocs", s.large_allocs);
-  xml_attr(&o, "large_frees", s.large_frees);
-  xml_attr(&o, "large_cached_bytes", s.large_cached_bytes);
-  xml_attr(&o, "superslabs_mapped", s.superslabs_mapped);
-  xml_attr(&o, "superslabs_purged", s.superslabs_purged);
-  xml_attr(&o, "superslabs_unmapped", s.superslabs_unmapped);
-  xml_attr(&o, "slabs", s.slabs);
-  xml_attr(&o, "mapped_bytes", s.mapped_bytes);
-  xml_attr(&o, "peak_rss_bytes", s.peak_rss_bytes);
-  hak_out_str(&o, "/>\n</malloc>\n");
-  hak_out_flush(&o);
-  return 0;
-}
-
-/* glibc's malloc_stats lines with hakmem's numbers, then the report. */
-void hak_stats_malloc_stats(void)
-{
-  hak_init();
-  hak_stats_t s;
-  hak_class_stats_t cs[HAK_NUM_SIZES];
-  mallinfo_t m;
-  get_mallinfo(&m, &s, cs);
-  hak_out_t o = { .fd = -1, .file = stderr };
-  static const char *label[] = { "system bytes     = ", "in use bytes     = " };
-  hak_out_str(&o, "Arena 0 (hakmem: SuperSlabs of all threads):\n");
-  hak_out_str(&o, label[0]); hak_out_u64(&o, m.arena, 10); hak_out_str(&o, "\n");
-  hak_out_str(&o, label[1]); hak_out_u64(&o, m.small_live_bytes, 10); hak_out_str(&o, "\n");
-  hak_out_str(&o, "Total (incl. mmap):\n");
-  hak_out_str(&o, label[0]); hak_out_u64(&o, s.mapped_bytes, 10); hak_out_str(&o, "\n");
-  hak_out_str(&o, label[1]); hak_out_u64(&o, m.small_live_bytes + s.large_live_bytes, 10); hak_out_str(&o, "\n");
-  hak_out_str(&o, "max mmap regions = "); hak_out_u64(&o, m.large_live, 10); hak_out_str(&o, "\n");
-  hak_out_str(&o, "max mmap bytes   = "); hak_out_u64(&o, m.large_mapped, 10); hak_out_str(&o, "\n");
-  hak_out_flush(&o);
-  hak_stats_print(stderr);
-}

@@ -1,8 +1,15 @@
 /* SuperSlabs: map, carve into slabs, give slabs back, purge, release.
- * Every function here runs on the owner heap's thread (see internal.h). */
+ * Every function here runs on the owner heap's thread (see types.h). */
 #include <string.h>
 
-#include "internal.h"
+#include "superslab.h"
+#include "os.h"
+#include "options.h"
+#include "size_class.h"
+#include "block.h"
+#include "stats.h"
+#include "registry.h"
+#include "handoff.h"
 
 /* Empty SuperSlabs waiting for reuse by any heap, pages purged, still in the
  * registry as unowned (a stray free into one fails the block-start check).
@@ -24,7 +31,7 @@ static inline uint8_t *unit_start(hak_superslab_t *ss, unsigned u)
   return (uint8_t *)ss + (u == 0 ? HAK_SS_HEADER_SIZE : (size_t)u << HAK_UNIT_SHIFT);
 }
 
-/* The colour of h's next slab of class cls (internal.h, hak_class_colored):
+/* The colour of h's next slab of class cls (size_class.h, hak_class_colored):
  * how far into its unit the first block starts, one cache line more than
  * the class's slab before (modulo the block size), so a heap's slabs of the
  * class cover every line of a page.  It costs a slab at most one block (a

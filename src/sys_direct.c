@@ -3,7 +3,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "sys.h"
 
 void hak_sys_init(void) {}
 void hak_sys_free(void *p) { free(p); }

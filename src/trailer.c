@@ -4,7 +4,7 @@
  *
  * Every block of such a class (hak_class_trailed) has a trailer: a request
  * of n bytes whose class would be trailed takes the class of n +
- * HAK_TRAIL_ROOM instead (api.c, hak_trailed_class), so there is always
+ * HAK_TRAIL_ROOM instead (alloc.c, hak_trailed_class), so there is always
  * room.  Layout of the block (block size bs):
  *   [0, n)           the caller's (malloc_usable_size is n);
  *   [n, n + CANARY)  canary bytes, from the secret key with the high bit set
@@ -33,7 +33,10 @@
  * Off in secure mode, which keeps a trailer on every block (secure.c). */
 #include <string.h>
 
-#include "internal.h"
+#include "trailer.h"
+#include "os.h"
+#include "size_class.h"
+#include "block.h"
 
 #define CANARY 16  /* HAK_TRAIL_ROOM - 8: the canary, then the word */
 

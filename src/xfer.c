@@ -16,7 +16,7 @@
  * 13.0, 10.8 in the same runs), its throughput unchanged or better.
  *
  * Invariants.  A block in a slot is a validated free block of its class
- * (it carries the free-block signature, internal.h, so a second free of it
+ * (it carries the free-block signature, types.h, so a second free of it
  * is caught as a double free, and a write into it by the next malloc that
  * takes it); it counts as used in its slab, like a block in a thread cache,
  * so neither its slab nor its SuperSlab can be released while it is here,
@@ -28,7 +28,13 @@
  * A class that no free put into and no malloc took from for a purge delay
  * is drained back to the blocks' owners at the next heap maintenance
  * (heap.c), and every class at hak_collect / malloc_trim. */
-#include "internal.h"
+#include "xfer.h"
+#include "os.h"
+#include "options.h"
+#include "size_class.h"
+#include "block.h"
+#include "superslab.h"
+#include "remote.h"
 
 #define XFER_SLOTS 16
 

@@ -1,0 +1,42 @@
+/* Compiler macros and the allocator's geometry: the bottom of src/ (see
+ * src/README.md for the layers).  No types, no functions but arithmetic. */
+#ifndef HAKMEM_BASE_H
+#define HAKMEM_BASE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HAK_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HAK_NOINLINE    __attribute__((noinline))
+#define HAK_COLD        __attribute__((cold, noinline))
+#define HAK_HIDDEN      __attribute__((visibility("hidden")))
+#define HAK_CACHE_LINE  64
+/* An empty asm that "may change" x: the compiler keeps x in one register
+ * instead of recomputing it (GCC 12 recomputed a slab's address three times
+ * on the local free path, 8 instructions). */
+#define HAK_ONE_VALUE(x) __asm__("" : "+r"(x))
+
+#define HAK_SS_SHIFT    21
+#define HAK_SS_SIZE     ((size_t)1 << HAK_SS_SHIFT)          /* 2 MiB */
+#define HAK_UNIT_SHIFT  16
+#define HAK_UNIT_SIZE   ((size_t)1 << HAK_UNIT_SHIFT)        /* 64 KiB */
+#define HAK_UNITS       ((int)(HAK_SS_SIZE / HAK_UNIT_SIZE)) /* 32 */
+#define HAK_ALL_UNITS   0xffffffffu
+#define HAK_PAGE_SIZE   ((size_t)4096)
+#define HAK_MAX_SPAN    16           /* largest slab: 16 units = 1 MiB */
+
+#define HAK_SMALL_MAX   ((size_t)256 * 1024)  /* largest size-class block */
+#define HAK_NUM_SIZES   52           /* classes malloc's sizes map to (size_class.c) */
+#define HAK_NUM_TWINS   8            /* and their uncoloured twins (hak_class_twin) */
+#define HAK_NUM_CLASSES (HAK_NUM_SIZES + HAK_NUM_TWINS)
+#define HAK_MIN_ALIGN   16           /* every block start is 16-aligned */
+#define HAK_SLAB_ALIGN  4096         /* every slab start but a coloured one is page-aligned */
+#define HAK_COLOR_ALIGN 64           /* every slab start is 64-aligned */
+#define HAK_MAX_ALLOC   ((size_t)PTRDIFF_MAX - 2 * HAK_SS_SIZE)
+
+static inline uintptr_t hak_align_up(uintptr_t x, uintptr_t a) { return (x + a - 1) & ~(a - 1); }
+
+#endif /* HAKMEM_BASE_H */

@@ -1,0 +1,20 @@
+/* Large blocks: one mapping each (large.c). */
+#ifndef HAKMEM_LARGE_H
+#define HAKMEM_LARGE_H
+
+#include "types.h"
+
+/* grow: realloc's new block, placed with room to grow (large.c's layout). */
+void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool grow);
+void  hak_large_retire(hak_large_t *l);   /* outside any read-side section */
+void  hak_large_trim(void);
+void  hak_large_decay(void);              /* purge cache entries idle past the purge delay */
+hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p);  /* non-NULL: retire it */
+hak_large_t *hak_large_of(uintptr_t tag, const void *p);  /* NULL: not a large block */
+/* Resize a live large block to size bytes, in place or by moving its pages
+ * (no copy); its new address, or NULL (the block is untouched).  Outside any
+ * read-side section. */
+void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size);
+size_t hak_large_cached_bytes(void);       /* committed bytes in the large cache */
+
+#endif /* HAKMEM_LARGE_H */

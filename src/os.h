@@ -1,0 +1,18 @@
+/* The operating system: mappings, time, stderr (os.c). */
+#ifndef HAKMEM_OS_H
+#define HAKMEM_OS_H
+
+#include "base.h"
+
+void *hak_os_map_aligned(size_t size, size_t align);  /* NULL on failure */
+void  hak_os_unmap(void *p, size_t size);
+void  hak_os_purge(void *p, size_t size);             /* give pages back, keep range */
+void  hak_os_hugepage(void *p, size_t size);          /* prefer THP there */
+void  hak_os_protect(void *p, size_t size, bool access); /* read+write, or no access */
+bool  hak_os_grow_in_place(void *p, size_t old, size_t new_size);
+bool  hak_os_move(void *from, size_t size, void *dst);  /* page tables only */
+uint64_t hak_os_now_ms(void);
+void  hak_write_stderr(const char *s);
+_Noreturn void hak_fatal(const char *what, const void *p);
+
+#endif /* HAKMEM_OS_H */

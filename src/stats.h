@@ -1,0 +1,47 @@
+/* Counting: per-heap counters and the process totals (stats.c). */
+#ifndef HAKMEM_STATS_H
+#define HAKMEM_STATS_H
+
+#include "options.h"
+
+static inline void hak_count(hak_counter_t *c, uint64_t n)
+{
+  if (HAK_UNLIKELY(hak_opt.stats))
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+extern HAK_HIDDEN hak_global_stats_t hak_gstats;
+static inline void hak_gcount(_Atomic(uint64_t) *c, uint64_t n)
+{
+  atomic_fetch_add_explicit(c, n, memory_order_relaxed);  /* statistics only */
+}
+void hak_stats_fold(hak_heap_t *h);        /* thread exit: into the totals */
+void hak_stats_heap_start(hak_heap_t *h);  /* a heap starts serving a thread */
+void hak_stats_init(void);   /* after options: keep a descriptor for the report */
+/* HAKMEM_STATS=2, a free by heap h (maybe not live) of a block whose slab or
+ * large mapping owner_id allocated: the remote-free path only. */
+void hak_stats_count_remote(hak_heap_t *h, uint32_t owner_id);
+/* HAKMEM_STATS: count block p of class cls, just allocated, on the calling
+ * thread's heap (the heap the pop used may have been a temporary one). */
+void  hak_stats_count_alloc(const void *p, size_t cls);
+/* HAKMEM_STATS: a trailed block's bytes beyond its usable size, handed out
+ * (freed false) or returned, counted on the calling thread's heap h, so
+ * that live_bytes is the sum of the live blocks' usable sizes. */
+void  hak_stats_count_trail(hak_heap_t *h, uint64_t bytes, bool freed);
+
+/* A counter's value (any thread; relaxed: statistics). */
+static inline uint64_t hak_counter_read(const hak_counter_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
+/* A hash of a heap id to `bits` bits, for the small open-addressing tables. */
+static inline unsigned hak_id_hash(uint32_t id, unsigned bits) { return (id * 0x9e3779b1u) >> (32 - bits); }
+
+/* For the report (stats_report.c). */
+typedef void (*hak_pair_fn)(uint32_t freer, uint32_t owner, uint64_t n, void *ctx);
+void hak_stats_for_each_folded(hak_pair_fn f, void *ctx);  /* exited threads' (freer, owner) counts */
+int hak_stats_report_fd(void);       /* the exit report's descriptor */
+size_t hak_stats_read_file(const char *path, char *buf, size_t size);  /* no stdio; length, 0 on failure */
+void hak_stats_name_pack(const char *s, uint64_t w[2]);    /* a thread name, two words of a char[16] */
+void hak_stats_name_unpack(const uint64_t w[2], char out[16]);
+bool hak_stats_name_is_set(const uint64_t w[2]);            /* given, not the process's default */
+bool hak_stats_name_find(uint32_t id, int32_t *tid, uint64_t w[2]);  /* an exited heap's name */
+
+#endif /* HAKMEM_STATS_H */

@@ -1,0 +1,70 @@
+/* SuperSlab geometry lookups, and the SuperSlab module (superslab.c). */
+#ifndef HAKMEM_SUPERSLAB_H
+#define HAKMEM_SUPERSLAB_H
+
+#include "base.h"
+#include "types.h"
+
+/* No slab in it: every unit free. */
+static inline bool hak_ss_empty(const hak_superslab_t *ss) { return ss->free_units == HAK_ALL_UNITS; }
+
+static inline hak_superslab_t *hak_ss_of(const void *p)
+{
+  return (hak_superslab_t *)((uintptr_t)p & ~(HAK_SS_SIZE - 1));
+}
+static inline size_t hak_unit_of(const void *p) { return ((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1); }
+static inline hak_slab_t *hak_unit_slab(hak_superslab_t *ss, size_t u)
+{
+  return (hak_slab_t *)((char *)ss + ss->unit_slab[u]);
+}
+static inline hak_slab_t *hak_slab_of(hak_superslab_t *ss, const void *p) { return hak_unit_slab(ss, hak_unit_of(p)); }
+static inline hak_remote_t *hak_slab_remote(hak_slab_t *s)
+{
+  hak_superslab_t *ss = hak_ss_of(s);
+  return &ss->remote_heads[s->unit];
+}
+/* The block index of p in a slab whose first block is at start, or a value
+ * >= limit if p is not a block start below limit: the owner passes the
+ * slab's first-line geometry and s->capacity (blocks carved so far); other
+ * threads pass remote_* and s->reserved, which, unlike capacity, does not
+ * change while the slab holds blocks.  Exact division test with no
+ * division: for block_size = odd << shift, off * minv rotated right by
+ * shift equals off / block_size when block_size divides off, and is larger
+ * than any index (> 2^64 / block_size) when it does not
+ * (Granlund-Montgomery). */
+static inline uint64_t hak_block_index(const uint8_t *start, uint64_t minv, unsigned shift, const void *p)
+{
+  uint64_t x = ((uintptr_t)p - (uintptr_t)start) * minv;
+  return (x >> shift) | (x << ((64 - shift) & 63));
+}
+/* Is p a carved block start of s (the owner's test)? */
+static inline bool hak_slab_is_block(const hak_slab_t *s, const void *p)
+{
+  return hak_block_index(s->start, s->minv, s->shift, p) < s->capacity;
+}
+/* Is p a block start of s (another thread's test: reads only the geometry line)? */
+static inline bool hak_slab_is_block_remote(const hak_slab_t *s, const void *p)
+{
+  return hak_block_index(s->remote_start, s->remote_minv, s->remote_shift, p) < s->reserved;
+}
+_Static_assert(offsetof(hak_slab_t, state) < HAK_CACHE_LINE, "the owner's fields fit one line");
+
+#define HAK_OWNED_SLOTS 64
+#define HAK_OWNED_NONE  UINTPTR_MAX   /* never a SuperSlab's address */
+/* The key of p's SuperSlab: its address, which free computes anyway (a key
+ * of address >> HAK_SS_SHIFT cost free a register copy). */
+static inline uintptr_t hak_owned_key(const void *p) { return (uintptr_t)p & ~(HAK_SS_SIZE - 1); }
+#define HAK_OWNED_SLOT(h, p) ((h)->owned[((uintptr_t)(p) >> HAK_SS_SHIFT) % HAK_OWNED_SLOTS])
+
+hak_superslab_t *hak_ss_create(hak_heap_t *h);
+hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map);  /* NULL: no room / ENOMEM */
+void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s);
+void hak_ss_release(hak_heap_t *h, hak_superslab_t *ss);    /* unregister + retire */
+void hak_ss_purge(hak_heap_t *h, bool force);
+void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss);
+void hak_ss_before_fork(void);
+void hak_ss_after_fork(bool child);
+void hak_ss_unlink(hak_heap_t *h, hak_superslab_t *ss);
+bool hak_slab_extend(hak_slab_t *s);
+
+#endif /* HAKMEM_SUPERSLAB_H */

@@ -1,0 +1,376 @@
+/* hakmem's shared structures and the invariants every file relies on; no
+ * functions (each module's header has its own).  Layers: src/README.md.
+ *
+ * Memory shape
+ *   SuperSlab  2 MiB, aligned to 2 MiB, from mmap.  Header (this file's
+ *              hak_superslab_t) at its start, then 32 units of 64 KiB.  A slab is
+ *              a run of 1..16 units holding blocks of one size class; its
+ *              metadata and its remote-free head live in the header, indexed by
+ *              the slab's first unit.  Slab 0 starts after the header.
+ *   Owner      A SuperSlab and all its slabs are owned by one thread heap at a
+ *              time (or by nobody while abandoned).  Only the owner carves,
+ *              allocates from, locally frees into, drains and releases them.
+ *   Registry   A two-level map from 2 MiB region to a tag (registry.c): which
+ *              heap owns the SuperSlab there, or which large mapping covers it.
+ */
+#ifndef HAKMEM_TYPES_H
+#define HAKMEM_TYPES_H
+
+#include <ck_stack.h>
+#include <pthread.h>
+
+#include "base.h"
+
+#include "base.h"
+
+/* ------------------------------------------------------------------ blocks */
+
+/* A free block, on any of hakmem's lists (a slab's free or rfree list, a
+ * remote-free stack, a heap's delayed list), holds two words:
+ *   link  = next ^ hak_keys.link     the list link, never a raw address;
+ *   check = link ^ hak_keys.check    the free-block signature.
+ * A block is free iff link ^ check == hak_keys.check.  malloc checks the
+ * signature of the block it pops (and of every block a list walk visits)
+ * before it follows the link, so a free block overwritten by a buffer
+ * overflow or a write after free is reported (hak_block_corrupt) instead of
+ * handing out a wild pointer; free checks it to catch a double free; and
+ * malloc clears check, which invalidates the signature: the keys are chosen
+ * so that link ^ 0 never equals hak_keys.check (link's low 4 bits are those
+ * of a 16-aligned address, check's key is odd).  The keys are a per-process
+ * secret, set once at initialisation. */
+typedef struct hak_block {
+  uintptr_t link;
+  uintptr_t check;
+} hak_block_t;
+
+typedef struct hak_keys {
+  uintptr_t link;    /* low 4 bits 0 */
+  uintptr_t check;   /* odd */
+} hak_keys_t;
+
+/* -------------------------------------------------------------- remote free */
+
+/* A slab's remote-free head: a Treiber stack of blocks freed by threads that
+ * do not own the slab, with a delayed-free state in the two low bits (blocks are
+ * 16-aligned).  Many producers push with CAS; only the owner takes the stack
+ * (one exchange), so there is no ABA.  The state tells a remote freer where to
+ * put the block:
+ *   NORMAL          push on this stack.
+ *   USE_DELAYED     the slab is full and out of the owner's lists: hand the block
+ *                   to the owner heap's delayed list instead, so the owner sees
+ *                   the slab again (set by the owner only).
+ *   DELAYED_FREEING a freer is between the two steps of that hand-over; the
+ *                   owner waits for it before it changes the state or gives the
+ *                   heap away, and never frees the slab meanwhile.
+ *   NEVER_DELAYED   the owner heap is going away: push on this stack only.
+ * Padded to a cache line: remote freers of different slabs do not share lines,
+ * and none shares a line with the owner's slab metadata. */
+enum { HAK_RS_NORMAL = 0, HAK_RS_USE_DELAYED = 1, HAK_RS_DELAYED_FREEING = 2, HAK_RS_NEVER_DELAYED = 3,
+       HAK_RS_KEEP = 4 /* hak_remote_collect: leave the state as it is */ };
+#define HAK_RS_MASK ((uintptr_t)3)
+/* The head word also counts the blocks on the stack in its top 16 bits, so
+ * the owner takes them without walking the list (a walk is a cache miss per
+ * block, each last written by another core).  Block addresses fit in 48 bits:
+ * hakmem maps without address hints, and the kernel then never returns
+ * addresses above 2^47.  A slab holds at most 4096 blocks. */
+#define HAK_RS_COUNT_SHIFT 48
+#define HAK_RS_COUNT_ONE   ((uintptr_t)1 << HAK_RS_COUNT_SHIFT)
+#define HAK_RS_PTR_MASK    ((HAK_RS_COUNT_ONE - 1) & ~(uintptr_t)(HAK_MIN_ALIGN - 1))
+
+typedef struct hak_remote {
+  _Atomic(uintptr_t) head;  /* count << 48 | hak_block_t* | state */
+  char pad_[HAK_CACHE_LINE - sizeof(uintptr_t)];
+} hak_remote_t;
+
+/* ------------------------------------------------------------------- slabs */
+
+enum { HAK_SLAB_UNUSED = 0, HAK_SLAB_CUR, HAK_SLAB_PARTIAL, HAK_SLAB_FULL, HAK_SLAB_ORPHAN };
+
+/* Slab metadata, in two cache lines.  Every field is written only by the
+ * thread whose heap owns the SuperSlab (or the thread adopting or abandoning
+ * it), never concurrently, so none is atomic.
+ *  - The first line is everything the owner's malloc and free use: the free
+ *    list, counts, list links, and its own copy of the geometry (start,
+ *    minv, shift), so a local free reads one line of metadata.  Written on
+ *    every owner malloc and free.
+ *  - The second line is the slab's geometry (remote_*, the same values):
+ *    written only when the slab is set up (hak_ss_alloc_slab), while
+ *    it holds no block.  Remote freers read only this line (and the slab's
+ *    hak_remote_t), so they never contend with the owner's writes to the
+ *    first line (a shared line cost a cache miss on every remote free: 41%
+ *    of a producer/consumer free's samples).
+ * Invariants: used = blocks handed out and not yet returned to this free list
+ * (blocks waiting on the remote stack or a delayed list, or held by a
+ * thread cache, count as used);
+ * capacity <= reserved; blocks [0, capacity) were carved; free and rfree
+ * list only blocks of this slab; used == 0 means every carved block is on
+ * free or rfree; remote_x == x for the geometry. */
+typedef struct hak_slab {
+  /* owner's working state */
+  hak_block_t *free;            /* local free list (LIFO) */
+  hak_block_t *rfree;           /* blocks taken from the remote stack while free
+                                   was not empty: become free when it runs out */
+  struct hak_slab *prev, *next; /* the owner heap's partial list of the class (circular) */
+  uint8_t *start;               /* first block                                  } the    */
+  uint64_t minv;                /* inverse of block_size's odd part mod 2^64    } owner's */
+  uint32_t used;
+  uint32_t capacity;            /* blocks carved so far (lazy, page by page) */
+  uint8_t shift;                /* block_size's trailing zero bits              } geometry */
+  uint8_t state;                /* HAK_SLAB_* */
+  /* geometry: immutable while the slab holds a block */
+  _Alignas(HAK_CACHE_LINE) uint8_t *remote_start;  /* start, minv and shift, */
+  uint64_t remote_minv;                             /* for other threads     */
+  uint8_t remote_shift;
+  uint32_t reserved;            /* blocks the slab can hold */
+  uint32_t block_size;          /* 0 while the slab is unused */
+  uint8_t cls;
+  uint8_t span;                 /* units */
+  uint8_t unit;                 /* first unit index */
+  uint32_t owner_id;            /* id of the heap that carved it (statistics) */
+} hak_slab_t;
+
+/* --------------------------------------------------------------- SuperSlab */
+
+typedef struct hak_heap hak_heap_t;
+
+/* A region waiting for an RCU grace period before it is unmapped. */
+typedef struct hak_retired {
+  ck_stack_entry_t link;
+  void *base;
+  size_t size;
+} hak_retired_t;
+
+#define HAK_SS_MAGIC 0x48414b5353ul  /* "HAKSS" */
+
+/* SuperSlab header.  Written by the owner; remote freers read the immutable
+ * fields (magic, and a slab's geometry, which cannot change while the slab
+ * holds the block being freed) and CAS remote[].  owner is atomic: the
+ * delayed-free hand-over reads it from another thread.  While abandoned the
+ * header belongs to the handoff stack and then to the adopting thread. */
+typedef struct hak_superslab {
+  uint64_t magic;
+  _Atomic(hak_heap_t *) owner;      /* NULL while abandoned */
+  uint32_t free_units;              /* owner: bit u set = unit u not in a slab */
+  uint32_t dirty_units;             /* owner: free units that may be committed */
+  uint32_t dirty_aged;              /* owner: those of them that were already
+                                       dirty at the owner's last purge sweep */
+  struct hak_superslab *prev, *next;/* owner heap's SuperSlab list */
+  ck_stack_entry_t handoff;         /* link on the abandoned stack or the cache */
+  hak_retired_t retired;            /* link on the retire list */
+  uint16_t unit_slab[HAK_UNITS];    /* owner writes; unit -> offset of its slab's
+                                       metadata from the SuperSlab's start */
+  uint8_t unit_tcls[HAK_UNITS];     /* owner writes and reads; unit -> the thread-
+                                       cache list a local free of its slab's blocks
+                                       goes to: the slab's class, or HAK_TCLS_TRAILED
+                                       (0 while the unit is in no slab).  Here and not
+                                       in the slab: the push waits on one dependent
+                                       load fewer */
+  hak_slab_t slabs[HAK_UNITS] __attribute__((aligned(HAK_CACHE_LINE)));
+  hak_remote_t remote_heads[HAK_UNITS] __attribute__((aligned(HAK_CACHE_LINE)));
+} hak_superslab_t;
+
+#define HAK_SS_HEADER_SIZE hak_align_up(sizeof(hak_superslab_t), HAK_PAGE_SIZE)
+
+/* ----------------------------------------------------------------- options */
+
+/* Every field is written once, by hak_options_init, before the first block
+ * is handed out; read-only afterwards.  The table of names, defaults and
+ * ranges is in options.c. */
+typedef struct hak_options {
+  uint8_t stats;             /* HAKMEM_STATS: 0 off, 1 block counts + summary, 2 + tables */
+  uint8_t verbose;           /* HAKMEM_VERBOSE: print the options at start-up */
+  bool secure;               /* HAKMEM_SECURE: the checks that cost (README, secure.c) */
+  uint32_t purge_delay_ms;   /* HAKMEM_PURGE_DELAY_MS: keep free pages this long */
+  size_t purge_threshold;    /* HAKMEM_PURGE_THRESHOLD_KB: purge at once above */
+  uint32_t ss_reserve;       /* HAKMEM_SS_RESERVE: empty SuperSlabs a heap keeps */
+  uint32_t parked_heaps;     /* HAKMEM_PARKED_HEAPS: exited threads' heaps kept whole */
+  uint32_t retire_batch;     /* HAKMEM_RETIRE_BATCH: regions per grace period */
+  uint32_t ss_cache;         /* HAKMEM_SS_CACHE: empty SuperSlabs kept for any heap */
+  size_t large_cache;        /* HAKMEM_LARGE_CACHE_KB: freed large mappings kept */
+} hak_options_t;
+
+/* ------------------------------------------------------------------- heaps */
+
+/* Per-thread counters.  Written only by the owning thread (relaxed load+store,
+ * a plain increment on x86), read by hak_stats_get from any thread.  Block
+ * counts are kept only with HAKMEM_STATS>=1 (hak_opt.stats, fixed at
+ * initialisation, before the first block is handed out): the test costs a
+ * compare of a read-only byte instead of a counter update on every malloc
+ * and free. */
+typedef _Atomic(uint64_t) hak_counter_t;
+
+typedef struct hak_heap_stats {
+  hak_counter_t allocs[HAK_NUM_CLASSES];
+  hak_counter_t frees[HAK_NUM_CLASSES];    /* blocks of the class freed by this thread */
+  hak_counter_t remote_frees;
+  hak_counter_t large_allocs, large_frees, large_bytes_alloc, large_bytes_free;
+  hak_counter_t foreign_frees;
+  hak_counter_t trail_in, trail_out;       /* bytes of trailed blocks beyond their usable
+                                              size (trailer.c), handed out and returned */
+  hak_counter_t slabs[HAK_NUM_CLASSES];    /* slabs carved minus slabs released by this
+                                              heap (a delta: may wrap below 0 when it
+                                              releases an adopted slab) */
+} hak_heap_stats_t;
+
+/* HAKMEM_STATS=2: blocks this heap freed that another heap's thread had
+ * allocated, by owner id (an open-addressing table, linear probing; a slot's
+ * owner never changes until the heap exits; owner 0 or a full table: the
+ * overflow count).  Written only by the heap's thread; read by reports
+ * (owner with acquire, after the count was stored: a reader never sees a
+ * slot's owner without its first count). */
+#define HAK_RROW_SLOTS 16
+typedef struct hak_remote_row {
+  struct { _Atomic(uint32_t) owner; hak_counter_t count; } slot[HAK_RROW_SLOTS];
+  hak_counter_t overflow;
+} hak_remote_row_t;
+
+enum { HAK_HEAP_EMPTY = 0, HAK_HEAP_LIVE, HAK_HEAP_DEAD };
+
+/* A run of remote frees a heap holds back (remote.c): n blocks of slab
+ * (another heap's, or nobody's), linked as a free list first..last (last's
+ * link unset); slab NULL when the slot is empty.  Thread-owned. */
+#define HAK_PEND_SLOTS 32
+typedef struct hak_pend {
+  hak_slab_t *slab;
+  hak_block_t *first, *last;
+  uint32_t n, limit;          /* pushed when n reaches limit (hak_class_batch) */
+} hak_pend_t;
+
+/* 64: with 16, two SuperSlabs of a heap that owns a few of them often
+ * shared a slot and evicted each other, and each miss took the registry
+ * (churn at 4 threads: 3% of its time in hak_free_other/free_local). */
+#define HAK_OWNED_SLOTS 64
+#define HAK_OWNED_NONE  UINTPTR_MAX   /* never a SuperSlab's address */
+/* The key of p's SuperSlab: its address, which free computes anyway (a key
+ * of address >> HAK_SS_SHIFT cost free a register copy). */
+
+
+/* A thread heap.  Everything but `delayed` and `stats` is touched only by the
+ * thread that owns the heap (a parked heap, see heap.c: by the thread that
+ * took it off the parked list, under the list's lock).  cur[c] is never
+ * NULL (it points at the shared empty slab when the class has no slab), so
+ * the fast path has one test.
+ * Heaps are never unmapped: a heap whose thread exited goes back to the pool
+ * and is reused, so a stale pointer to it never faults. */
+struct hak_heap {
+  /* free's proof of ownership: HAK_OWNED_SLOT(k) == k for some of the
+   * SuperSlabs this heap owns (k = hak_owned_key, their address), so a free
+   * into one of them needs no registry lookup.  Exact: a slot holds k only
+   * while the heap owns that SuperSlab (hak_ss_link sets it, hak_ss_unlink
+   * clears it); other owned SuperSlabs are found through the registry
+   * (hak_free_other in free.c, which puts them back in their slot).  All slots
+   * HAK_OWNED_NONE while the fast paths are off (hak_fast_on). */
+  uintptr_t owned[HAK_OWNED_SLOTS];
+  /* The thread cache: per class, a LIFO of blocks this thread freed, which
+   * malloc hands out before the current slab's: the block freed last,
+   * whatever its slab, is the one most likely still in the CPU's cache
+   * (tcmalloc's thread cache).  Blocks of its own slabs always go there;
+   * blocks of other heaps' slabs (free_remote in free.c) only while there
+   * is room and the thread allocates the class itself (cur[c] set), so a
+   * thread that only frees holds none back, and of a transfer-cache class
+   * (xfer.c) only when the class's slots are full.  Invariants: tcache[c] lists
+   * hak_tcache_limit(c) - tcache_room[c] free blocks of class c (at most
+   * hak_tcache_limit(c): a local free that takes the room below 0
+   * flushes); they count as used in their slabs, whoever owns them, until
+   * flushed (hak_tcache_flush: to the slab's free list if this heap owns
+   * it then, else as a remote free), so no slab or SuperSlab holding one
+   * can be released; empty whenever the heap is not live (thread exit,
+   * collect and parking flush it).  The bound of class c is
+   * hak_tcache_limit(c) + tcache_grown[c] (hak_tcache_overflow grows it,
+   * heap maintenance resets it); blocks of other heaps are taken only
+   * below the base bound (tcache_room[c] > tcache_grown[c]).  The sum of
+   * tcache_grown[c] * block size stays within HAK_TCACHE_GROW_BYTES. */
+  hak_block_t *tcache[HAK_NUM_CLASSES + 1];  /* + HAK_TCLS_TRAILED: room 0, empty */
+  int32_t tcache_room[HAK_NUM_CLASSES + 1];
+  int32_t tcache_grown[HAK_NUM_CLASSES + 1];
+  hak_slab_t *cur[HAK_NUM_CLASSES];        /* fast path: slab being allocated from */
+  uintptr_t tag;                            /* registry tag of SuperSlabs it owns */
+  int state;                                /* HAK_HEAP_* */
+  hak_slab_t *partial[HAK_NUM_CLASSES];     /* slabs with room: circular, oldest first */
+  hak_superslab_t *ss_list, *ss_tail;       /* SuperSlabs owned: with room first */
+  uint32_t empty_ss;                        /* owned SuperSlabs fully empty */
+  uint32_t dirty_units;                     /* free units maybe committed */
+  uint64_t swept_ms;                        /* last purge sweep (superslab.c) */
+  uint64_t maintained_ms;                   /* last heap_maintain pass */
+  uint8_t color[HAK_NUM_CLASSES];           /* colour of the class's next slab (superslab.c) */
+  /* Remote frees held back (remote.c, "pending frees"), by slab; all
+   * pushed before the heap parks or is given up.  pend_key: the key
+   * (hak_owned_key) of the SuperSlab of the run last added to, while that
+   * run is pending (its blocks pin the SuperSlab), else HAK_OWNED_NONE. */
+  uintptr_t pend_key;
+  uint32_t pend_runs;                       /* slots of pend[] in use */
+  hak_pend_t pend[HAK_PEND_SLOTS];
+  ck_stack_entry_t pool_link;               /* on the free-heap pool */
+  struct hak_heap *all_next;                /* list of every heap ever made */
+  struct hak_heap *park_prev, *park_next;   /* on the parked list (heap.c), under its lock */
+  uint64_t parked_ms;                       /* when its thread exited and it was parked */
+  /* Blocks freed by other threads into this heap's full slabs (MPSC stack:
+   * remote freers push with CAS, the owner takes all with one exchange). */
+  _Alignas(HAK_CACHE_LINE) _Atomic(hak_block_t *) delayed;
+  _Alignas(HAK_CACHE_LINE) hak_heap_stats_t stats;
+  /* Identity for the statistics: id is unique per heap acquisition (never
+   * 0; a heap reused by a new thread gets a new one), set before the heap is
+   * used; tid and name (the thread's name, two words of a char[16], at heap
+   * start and at exit) only with HAKMEM_STATS=2. */
+  _Atomic(uint32_t) id;
+  _Atomic(int32_t) tid;
+  _Atomic(uint64_t) name[2];
+  hak_remote_row_t rrow;
+} __attribute__((aligned(HAK_CACHE_LINE)));
+
+/* ----------------------------------------------------------------- handoff */
+
+/* A multi-producer stack of intrusive entries handed between threads (ck);
+ * see handoff.c.  spill is touched only under lock. */
+typedef struct hak_handoff {
+  ck_stack_t stack;
+  pthread_mutex_t lock;
+  ck_stack_entry_t *spill;
+  _Atomic(uint32_t) count;
+} hak_handoff_t;
+#define HAK_HANDOFF_INITIALIZER { CK_STACK_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, NULL, 0 }
+
+/* ------------------------------------------------------------------- large */
+
+/* Header of a large mapping, at its start.  Written by the allocating thread
+ * before the block is handed out (and before the mapping is registered, when
+ * fresh); while the block is live only `live` changes, by the one free that
+ * wins its CAS, and `usable`/`dirty`, by realloc of the block's holder.
+ * Once free, the mapping belongs to the cache (large.c), to large.c's
+ * cold_held (the last mapping discarded while the cache was cold) or to the
+ * retire list, and only the thread that took it out of a cache slot (or of
+ * cold_held) touches it.
+ * The mapping's layout is in large.c.  dirty_from: the offset from which
+ * the block area (up to the guard) may hold non-zero data; the pages
+ * between the header page and it read as zero (never touched since mapped
+ * or purged). */
+typedef struct hak_large {
+  uint64_t magic;
+  _Atomic(uint32_t) live;     /* 1 while allocated; the freeing CAS makes it 0 */
+  void *map_base;
+  size_t map_size;
+  void *user;
+  size_t usable;
+  size_t dirty_from;
+  uint32_t owner_id;          /* id of the allocating heap (0: none): remote-free count */
+  size_t live_counted;        /* what its allocation added to large.c's live total */
+  uint64_t freed_ms;          /* when it went to the cache */
+  hak_retired_t retired;
+} hak_large_t;
+
+#define HAK_LARGE_MAGIC 0x48414b4c52474500ul  /* "HAKLRGE" */
+
+/* ------------------------------------------------------------------- stats */
+
+/* Process totals: `folded` holds the counts of exited threads' heaps (added
+ * at exit) and of threads without a live heap, field for field like a
+ * heap's; the others are the mapping counters.  Any thread adds with a
+ * relaxed fetch_add: they are statistics, ordered by nothing. */
+typedef struct hak_global_stats {
+  hak_heap_stats_t folded;
+  _Atomic(uint64_t) ss_mapped, ss_unmapped, mapped_bytes;
+  _Atomic(uint64_t) ss_purged, purged_bytes;   /* purge passes over a SuperSlab's free units */
+  _Atomic(uint64_t) heaps_abandoned, ss_adopted;
+} hak_global_stats_t;
+
+#endif /* HAKMEM_TYPES_H */
