@@ -6,18 +6,18 @@
 #include <string.h>
 
 #include "os.h"
-#include "sys.h"
 #include "boot.h"
-#include "options.h"
 #include "size_class.h"
+#include "sys.h"
+#include "options.h"
 #include "block.h"
 #include "stats.h"
+#include "secure.h"
+#include "trailer.h"
 #include "registry.h"
 #include "superslab.h"
 #include "remote.h"
 #include "xfer.h"
-#include "trailer.h"
-#include "secure.h"
 #include "large.h"
 #include "heap.h"
 #include "init.h"
@@ -42,32 +42,87 @@ void *hak_malloc_medium(size_t n);
  * that the exported malloc (preload.c) is this code, not a jump to
  * hak_malloc: without the jump bignum and churn at 1 thread ran 2.3% and
  * 1.7% faster (pinned, 7 interleaved runs), 2 instructions a pair fewer. */
+/* ------------------------------------------------------------------ malloc */
+
+/* A pop that missed (heap.h, hak_heap_pop): a live heap refills.  A thread
+ * without one gets its heap here, at its first malloc, once hakmem is
+ * initialised (a malloc that recurses into the initialisation gets a block
+ * of the bootstrap area); a thread whose heap was abandoned gets the block
+ * from a heap of its own for just that block. */
+static HAK_NOINLINE void *alloc_refill(hak_heap_t *h, size_t cls)
+{
+  if (HAK_LIKELY(h->state == HAK_HEAP_LIVE)) return hak_heap_refill(h, cls);
+  if (h->state == HAK_HEAP_DEAD) return hak_heap_alloc_orphan(cls);
+  hak_init();
+  if (hak_init_recursing()) return hak_boot_alloc(hak_class_size[cls]);
+  h = hak_heap_thread_start(NULL);
+  if (h == NULL) { errno = ENOMEM; return NULL; }
+  void *p = hak_heap_pop(h, cls);
+  return p != NULL ? p : hak_heap_refill(h, cls);
+}
+
 static inline void *hak_malloc_inline(size_t n)
 {
-  if (HAK_LIKELY(n < hak_fast_limit)) return hak_heap_pop(hak_tls_heap, hak_size_class(n));
+  if (HAK_LIKELY(n < hak_fast_limit)) {
+    hak_heap_t *h = hak_tls_heap;
+    size_t c = hak_size_class(n);
+    void *p = hak_heap_pop(h, c);
+    if (HAK_LIKELY(p != NULL)) return p;
+    return alloc_refill(h, c);
+  }
   return hak_malloc_medium(n);
 }
 
-/* ------------------------------------------------------------------ malloc */
+/* HAKMEM_STATS: count block p of class cls, just allocated, on the calling
+ * thread's heap (the heap the pop used may have been a temporary one). */
+static void count_alloc(const void *p, size_t cls)
+{
+  if (hak_boot_owns(p)) return;  /* start-up memory: never counted, freed or not */
+  hak_heap_t *h = hak_tls_heap;
+  if (h->state == HAK_HEAP_LIVE) hak_count(&h->stats.allocs[cls], 1);
+  else hak_gcount(&hak_gstats.folded.allocs[cls], 1);  /* a heap made for one block and abandoned */
+}
+
+/* A block of class cls for any caller but malloc's fast path: counted. */
+static void *alloc_counted(hak_heap_t *h, size_t cls)
+{
+  void *p = hak_heap_pop(h, cls);
+  if (p == NULL) p = alloc_refill(h, cls);
+  if (HAK_UNLIKELY(hak_opt.stats) && p != NULL) count_alloc(p, cls);
+  return p;
+}
+
+/* A large block (large.c); a thread's first call may be a large one, so
+ * hakmem is initialised first (the options decide the mapping). */
+static void *alloc_large(hak_heap_t *h, size_t n, size_t align, bool zero, bool grow)
+{
+  hak_init();
+  return hak_large_alloc(h, n, align, zero, grow);
+}
 
 static HAK_NOINLINE void *malloc_large(size_t n)
 {
   if (n > HAK_MAX_ALLOC) { errno = ENOMEM; return NULL; }
-  return hak_large_alloc(hak_tls_heap, n, HAK_MIN_ALIGN, false, false);
+  return alloc_large(hak_tls_heap, n, HAK_MIN_ALIGN, false, false);
 }
 
-/* hak_malloc's fast path serves n below it: every class without a trailer
- * (HAK_UNTRAILED_MAX + 1) once initialised, 0 before (the first malloc
- * initialises), in secure mode and with statistics (options.h,
- * hak_fast_on). */
-size_t hak_fast_limit = 0;
+/* A block of n bytes aligned to align in secure mode (secure.c): every
+ * block is zeroed, with a trailer; large ones get their own mapping. */
+static HAK_NOINLINE void *secure_alloc(size_t n, size_t align)
+{
+  int c = hak_secure_class(n, align);
+  if (c < 0) return alloc_large(hak_tls_heap, n, align < HAK_MIN_ALIGN ? HAK_MIN_ALIGN : align, true, false);
+  void *p = alloc_counted(hak_tls_heap, (size_t)c);
+  return p != NULL ? hak_secure_prepare(p, n, (size_t)c) : NULL;
+}
+
 
 /* A block of the trailed class c for n bytes, its trailer written
  * (trailer.c); counted. */
 static void *trailed_alloc(size_t c, size_t n)
 {
-  void *p = hak_trailer_set(hak_heap_alloc(hak_tls_heap, c), n, c);
-  /* The thread's heap after the allocation, as hak_heap_alloc counts. */
+  void *p = hak_trailer_set(alloc_counted(hak_tls_heap, c), n, c);
+  /* The thread's heap after the allocation, as alloc_counted counts. */
   if (HAK_UNLIKELY(hak_opt.stats) && p != NULL) hak_stats_count_trail(hak_tls_heap, hak_class_size[c] - n, false);
   return p;
 }
@@ -77,7 +132,7 @@ static void *trailed_alloc(size_t c, size_t n)
 static void *small_alloc(size_t n)
 {
   size_t c = hak_size_class(n);
-  if (!hak_class_trailed(c)) return hak_heap_alloc(hak_tls_heap, c);
+  if (!hak_class_trailed(c)) return alloc_counted(hak_tls_heap, c);
   return trailed_alloc((size_t)hak_trailed_class(n, HAK_MIN_ALIGN), n);
 }
 
@@ -87,7 +142,7 @@ static void *small_alloc(size_t n)
 HAK_NOINLINE void *hak_malloc_medium(size_t n)
 {
   /* The process's first malloc comes here too (the fast limit starts at 0). */
-  if (HAK_UNLIKELY(hak_secure_mode())) return hak_secure_alloc(hak_tls_heap, n, HAK_MIN_ALIGN, false);
+  if (HAK_UNLIKELY(hak_secure_mode())) return secure_alloc(n, HAK_MIN_ALIGN);
   if (HAK_LIKELY(n <= HAK_SMALL_REQ_MAX)) return small_alloc(n);
   return malloc_large(n);
 }
@@ -130,7 +185,7 @@ static size_t realloc_grow_size(size_t old, size_t n)
 static void *realloc_move(hak_heap_t *h, void *p, size_t old, size_t n)
 {
   void *q;
-  if (n > HAK_SMALL_REQ_MAX) q = n <= HAK_MAX_ALLOC ? hak_large_alloc(h, n, HAK_MIN_ALIGN, false, true) : hak_malloc(n);
+  if (n > HAK_SMALL_REQ_MAX) q = n <= HAK_MAX_ALLOC ? alloc_large(h, n, HAK_MIN_ALIGN, false, true) : hak_malloc(n);
   else q = hak_malloc(n > old ? realloc_grow_size(old, n) : n);
   if (q == NULL) return NULL;
   memcpy(q, p, old < n ? old : n);
@@ -225,9 +280,9 @@ void *hak_calloc(size_t n, size_t size)
       errno = ENOMEM;
       return NULL;
     }
-    return hak_large_alloc(hak_tls_heap, total, HAK_MIN_ALIGN, true, false);  /* zeroes only if reused */
+    return alloc_large(hak_tls_heap, total, HAK_MIN_ALIGN, true, false);  /* zeroes only if reused */
   }
-  if (HAK_UNLIKELY(hak_secure_mode())) return hak_secure_alloc(hak_tls_heap, total, HAK_MIN_ALIGN, true);
+  if (HAK_UNLIKELY(hak_secure_mode())) return secure_alloc(total, HAK_MIN_ALIGN);
   void *p = small_alloc(total);
   if (p != NULL) memset(p, 0, total);
   return p;
@@ -245,12 +300,12 @@ static void *alloc_aligned(size_t align, size_t n)
     errno = ENOMEM;
     return NULL;
   }
-  if (HAK_UNLIKELY(hak_secure_mode())) return hak_secure_alloc(hak_tls_heap, n, align, false);
+  if (HAK_UNLIKELY(hak_secure_mode())) return secure_alloc(n, align);
   int c = hak_size_class_aligned(n, align);
-  if (c >= 0 && !hak_class_trailed((size_t)c)) return hak_heap_alloc(hak_tls_heap, (size_t)c);
+  if (c >= 0 && !hak_class_trailed((size_t)c)) return alloc_counted(hak_tls_heap, (size_t)c);
   if (c >= 0) c = hak_trailed_class(n, align);
   if (c >= 0) return trailed_alloc((size_t)c, n);
-  return hak_large_alloc(hak_tls_heap, n, align, false, false);
+  return alloc_large(hak_tls_heap, n, align, false, false);
 }
 
 static bool pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }

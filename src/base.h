@@ -7,7 +7,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
 #define HAK_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define HAK_NOINLINE    __attribute__((noinline))

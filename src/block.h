@@ -6,11 +6,12 @@
 #include "types.h"
 
 extern HAK_HIDDEN hak_keys_t hak_keys;
+void hak_block_init(void);  /* the keys, once, at initialisation (init.c) */
 
 _Noreturn void hak_block_corrupt(const void *b);
 /* The same for malloc's pops, returning (never) a value: there the call is
  * a tail jump, so malloc's fast path needs no stack frame. */
-void *hak_block_corrupt_pop(const void *b);
+__attribute__((returns_nonnull)) void *hak_block_corrupt_pop(const void *b);
 
 static inline bool hak_block_is_free(const hak_block_t *b)
 {

@@ -178,7 +178,7 @@ static void free_local(hak_heap_t *h, void *p)
     free_local_checked(h, p);
     return;
   }
-  HAK_OWNED_SLOT(h, p) = hak_owned_key(p);
+  hak_ss_owned_put(h, p);
   hak_heap_free_local(h, p);
 }
 
@@ -194,7 +194,8 @@ HAK_NOINLINE void hak_free_other(hak_heap_t *h, void *p)
   if (tag == h->tag) { free_local(h, p); return; }
   if (tag == 0) { free_foreign(h, p); return; }
   if (HAK_UNLIKELY(h->state == HAK_HEAP_EMPTY)) {
-    h = hak_heap_thread_get(h, tag);
+    hak_init();
+    if (!hak_init_recursing()) h = hak_heap_thread_get(h, tag);
     /* Read again: the heap it got is ours now, so a tag naming it is not
      * stale (the first read may predate a give-up and the heap's reuse). */
     if (hak_map_get(p) == h->tag) {  /* a parked heap that owns p */

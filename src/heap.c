@@ -8,19 +8,17 @@
 
 #include "heap.h"
 #include "os.h"
-#include "boot.h"
-#include "options.h"
 #include "size_class.h"
+#include "options.h"
 #include "block.h"
 #include "stats.h"
+#include "trailer.h"
 #include "registry.h"
 #include "handoff.h"
 #include "superslab.h"
 #include "remote.h"
 #include "xfer.h"
-#include "trailer.h"
 #include "large.h"
-#include "init.h"
 
 #define EMPTY_CUR { [0 ... HAK_NUM_CLASSES - 1] = &hak_slab_empty }
 #define NONE_OWNED { [0 ... HAK_OWNED_SLOTS - 1] = HAK_OWNED_NONE }
@@ -192,16 +190,6 @@ static void heap_release_slab(hak_heap_t *h, hak_slab_t *s)
 
 /* ---------------------------------------------------------- local frees */
 
-/* A block on a free list whose two words no longer match: something wrote
- * into it after it was freed (a buffer overflow from the block before it, a
- * write after free).  Following its link would hand out a wild pointer. */
-_Noreturn HAK_COLD void hak_block_corrupt(const void *b)
-{
-  hak_fatal("malloc(): heap corruption: a free block was overwritten (buffer overflow or write after free)", b);
-}
-
-HAK_COLD void *hak_block_corrupt_pop(const void *b) { hak_block_corrupt(b); }
-
 void hak_heap_free_local_slow(hak_heap_t *h, hak_slab_t *s)
 {
   if (h->state != HAK_HEAP_LIVE) return;  /* abandoning: lists are being torn down */
@@ -213,6 +201,29 @@ void hak_heap_free_local_slow(hak_heap_t *h, hak_slab_t *s)
     partial_remove(h, s);
     heap_release_slab(h, s);
   }
+}
+
+/* Free every block other threads handed over through the delayed list
+ * (remote.c).  A block whose slab is still DELAYED_FREEING (its freer has
+ * not finished) is put back for the next drain, so the slab is never freed
+ * under the freer. */
+static void heap_drain_delayed(hak_heap_t *h)
+{
+  hak_block_t *b = hak_remote_delayed_take(h);
+  hak_block_t *later = NULL, *later_tail = NULL;
+  while (b != NULL) {
+    hak_block_t *next = hak_block_next(b);
+    hak_slab_t *s = hak_slab_of(hak_ss_of(b), b);
+    if (hak_remote_handing_over(s)) {
+      hak_block_set_next(b, later);
+      later = b;
+      if (later_tail == NULL) later_tail = b;
+    } else {
+      hak_heap_push_block(h, s, b);  /* counted by its freer */
+    }
+    b = next;
+  }
+  if (later != NULL) hak_remote_delayed_putback(h, later, later_tail);
 }
 
 /* --------------------------------------------------------------- adoption */
@@ -412,7 +423,7 @@ static void heap_maintain(hak_heap_t *h)
   hak_large_decay();  /* large cache entries idle past the delay give their pages back */
   /* Full slabs that other threads freed into become partial, so the
    * sweep sees them too. */
-  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_remote_drain_delayed(h);
+  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) heap_drain_delayed(h);
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
     heap_sweep_partial(h, c);
   }
@@ -439,11 +450,8 @@ static void *heap_use_slab(hak_heap_t *h, hak_slab_t *s)
   return hak_heap_pop(h, s->cls);
 }
 
-static void *heap_alloc_not_live(hak_heap_t *h, size_t cls);
-
-void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
+void *hak_heap_refill(hak_heap_t *h, size_t cls)
 {
-  if (HAK_UNLIKELY(h->state != HAK_HEAP_LIVE)) return heap_alloc_not_live(h, cls);
   hak_remote_flush(h);  /* a refill is rare enough: what this thread held back goes now */
   /* Maintenance on any refill, not only when a class runs out of slabs: a
    * thread whose blocks other threads free keeps refilling from the slabs
@@ -461,7 +469,7 @@ void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls)
       void *p = hak_xfer_take(cls);
       if (p != NULL) return p;
     }
-    if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_remote_drain_delayed(h);
+    if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) heap_drain_delayed(h);
     if (s != &hak_slab_empty) {
       /* Free blocks of the partial slabs before fresh pages: a current slab
        * that could still carve goes behind them (turnover at 16 threads
@@ -514,20 +522,14 @@ static void heap_reset(hak_heap_t *h)
     h->cur[c] = &hak_slab_empty;
     h->partial[c] = NULL;
   }
-  for (size_t i = 0; i < HAK_OWNED_SLOTS; i++) h->owned[i] = HAK_OWNED_NONE;
-  h->pend_key = HAK_OWNED_NONE;
-  memset(h->pend, 0, sizeof h->pend);
   memset(h->tcache, 0, sizeof h->tcache);
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) h->tcache_room[c] = (int32_t)hak_tcache_limit(c);
   h->tcache_room[HAK_TCLS_TRAILED] = 0;  /* every push overflows: hak_tcache_overflow */
   memset(h->tcache_grown, 0, sizeof h->tcache_grown);
-  h->pend_runs = 0;
   h->tag = (uintptr_t)h | HAK_TAG_SS;
-  h->ss_list = h->ss_tail = NULL;
-  h->empty_ss = h->dirty_units = 0;
-  h->swept_ms = 0;
   h->maintained_ms = 0;
-  atomic_store_explicit(&h->delayed, NULL, memory_order_relaxed);
+  hak_ss_heap_reset(h);
+  hak_remote_heap_reset(h);
 }
 
 static hak_heap_t *heap_new(void)
@@ -570,7 +572,7 @@ static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
 
 hak_heap_t *hak_heap_acquire(void) { return heap_acquire(false, NULL); }
 
-static hak_heap_t *heap_thread_start(hak_heap_t *want)
+hak_heap_t *hak_heap_thread_start(hak_heap_t *want)
 {
   hak_heap_t *h = heap_acquire(true, want);
   if (h == NULL) return NULL;
@@ -597,36 +599,25 @@ static hak_heap_t *heap_thread_start(hak_heap_t *want)
  * than, having got another parked heap, into that heap's slabs remotely:
  * larson at 4 threads on 2 cores crossed heaps so in about one thread start
  * in ten (150,000 remote frees in 2 s against 40,000 now).  Returns h
- * itself when it cannot (after teardown, while initialisation recurses, or
- * ENOMEM). */
+ * itself when it cannot (after teardown, or ENOMEM).  The caller has
+ * initialised hakmem and is not recursing into it. */
 hak_heap_t *hak_heap_thread_get(hak_heap_t *h, uintptr_t tag)
 {
   if (h->state != HAK_HEAP_EMPTY) return h;
-  hak_init();
-  if (hak_init_recursing()) return h;
   /* A heap's address (heaps never unmap, so a stale tag names memory that
    * is still a heap; park_take checks it is parked, under the lock). */
   hak_heap_t *want = (tag & HAK_TAG_KIND) == HAK_TAG_SS ? (hak_heap_t *)(tag & ~HAK_TAG_KIND) : NULL;
-  hak_heap_t *n = heap_thread_start(want);
+  hak_heap_t *n = hak_heap_thread_start(want);
   return n != NULL ? n : h;
 }
 
-/* A malloc on a thread without a live heap: its first, or one made after
- * its heap was abandoned by a later TLS destructor.  The latter gets a heap
- * for just this block, abandoned at once, so nothing it owns is stranded. */
-static void *heap_alloc_not_live(hak_heap_t *h, size_t cls)
+void *hak_heap_alloc_orphan(size_t cls)
 {
-  if (h->state == HAK_HEAP_EMPTY) {
-    hak_init();
-    if (hak_init_recursing()) return hak_boot_alloc(hak_class_size[cls]);
-    h = heap_thread_start(NULL);
-    if (h == NULL) { errno = ENOMEM; return NULL; }
-    return hak_heap_pop(h, cls);
-  }
   hak_heap_t *t = hak_heap_acquire();
   if (t == NULL) { errno = ENOMEM; return NULL; }
   hak_tls_heap = t;
   void *p = hak_heap_pop(t, cls);
+  if (p == NULL) p = hak_heap_refill(t, cls);
   hak_tls_heap = &hak_heap_dead;
   hak_heap_abandon(t);
   return p;
@@ -659,7 +650,7 @@ static void heap_give_up(hak_heap_t *h)
   }
   for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next)
     FOR_EACH_SLAB(ss, s) hak_remote_set_state(s, HAK_RS_NEVER_DELAYED);
-  hak_remote_drain_delayed(h);
+  heap_drain_delayed(h);
   if (atomic_load_explicit(&h->delayed, memory_order_acquire) != NULL)
     hak_fatal("delayed frees left after abandon", h);
 
@@ -706,7 +697,7 @@ static void heap_park(hak_heap_t *h)
   tcache_flush_all(h);
   hak_remote_flush(h);  /* blocks of other heaps' slabs go back now */
   heap_sweep_abandoned(h);
-  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_remote_drain_delayed(h);
+  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) heap_drain_delayed(h);
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
     hak_slab_t *s = h->cur[c];
     if (s != &hak_slab_empty && hak_remote_pending(s) == s->used) {
@@ -757,7 +748,7 @@ void hak_heap_collect(hak_heap_t *h, bool force)
     /* Adopt what exited threads left: their free blocks come back. */
     for (uint32_t n = force ? hak_handoff_count(&hak_abandoned) : 0; n > 0 && heap_try_adopt(h); n--) {
     }
-    if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_remote_drain_delayed(h);
+    if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) heap_drain_delayed(h);
     for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
       hak_slab_t *s = h->cur[c];
       if (s == &hak_slab_empty) continue;

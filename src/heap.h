@@ -3,10 +3,8 @@
 #ifndef HAKMEM_HEAP_H
 #define HAKMEM_HEAP_H
 
-#include "options.h"
 #include "size_class.h"
 #include "block.h"
-#include "stats.h"
 
 #define HAK_TCACHE_MAX   64
 /* 64 KiB a class (16 KiB before: churn -8%, mixed -10%, the classes above
@@ -35,7 +33,16 @@ extern HAK_HIDDEN hak_heap_t hak_heap_empty;      /* before a thread's first mal
 extern HAK_HIDDEN hak_heap_t hak_heap_dead;       /* after the thread's heap was abandoned */
 extern HAK_HIDDEN __thread hak_heap_t *hak_tls_heap;
 
-void *hak_heap_alloc_slow(hak_heap_t *h, size_t cls);
+/* The malloc slow path of a live heap: refill class cls and pop a block;
+ * NULL (errno ENOMEM) if no memory. */
+void *hak_heap_refill(hak_heap_t *h, size_t cls);
+/* A live heap for the calling thread, which has none: a parked one (want
+ * if it was parked last) or a new one; NULL on ENOMEM. */
+hak_heap_t *hak_heap_thread_start(hak_heap_t *want);
+/* A block of class cls for a thread whose heap was abandoned (a TLS
+ * destructor's malloc after the heap's): from a heap made for it alone and
+ * abandoned at once, so nothing it owns is stranded. */
+void *hak_heap_alloc_orphan(size_t cls);
 void  hak_heap_free_local_slow(hak_heap_t *h, hak_slab_t *s);
 void  hak_heap_collect(hak_heap_t *h, bool force);
 hak_heap_t *hak_heap_acquire(void);
@@ -58,8 +65,9 @@ void hak_tcache_overflow(hak_heap_t *h, size_t cls);
 /* Small-block fast paths (the whole of malloc and free for a thread's own
  * blocks): no lock, no atomic read-modify-write, no fence, no statistics
  * (with HAKMEM_STATS the fast paths are off and alloc.c and free.c count).  malloc pops
- * the thread cache, else the current slab; a local free pushes on the
- * thread cache (hak_heap_free_local). */
+ * the thread cache, else the current slab, and NULL if both are empty
+ * (the caller refills: alloc.c); a local free pushes on the thread cache
+ * (free.c). */
 static inline void *hak_heap_pop(hak_heap_t *h, size_t cls)
 {
   hak_block_t *t = h->tcache[cls], *next;
@@ -80,15 +88,7 @@ static inline void *hak_heap_pop(hak_heap_t *h, size_t cls)
     hak_block_claim(b);
     return b;
   }
-  return hak_heap_alloc_slow(h, cls);
-}
-
-/* A block of class cls for any caller but hak_malloc's fast path: counted. */
-static inline void *hak_heap_alloc(hak_heap_t *h, size_t cls)
-{
-  void *p = hak_heap_pop(h, cls);
-  if (HAK_UNLIKELY(hak_opt.stats) && p != NULL) hak_stats_count_alloc(p, cls);
-  return p;
+  return NULL;
 }
 
 /* Put a free block of a slab this heap owns back on the slab's list.  The

@@ -7,13 +7,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include "init.h"
+#include "size_class.h"
 #include "sys.h"
 #include "options.h"
-#include "size_class.h"
 #include "block.h"
 #include "stats.h"
 #include "registry.h"
@@ -21,7 +19,6 @@
 #include "heap.h"
 
 _Atomic(int) hak_init_state;
-hak_keys_t hak_keys;
 static __thread bool tls_in_init;
 
 bool hak_init_recursing(void)
@@ -56,17 +53,6 @@ static void fork_child(void)
 
 /* ----------------------------------------------------------------------- init */
 
-static uintptr_t make_key(void)
-{
-  uintptr_t k = 0;
-  if (getrandom(&k, sizeof k, GRND_NONBLOCK) != (ssize_t)sizeof k) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    k = (uintptr_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uintptr_t)&k;
-  }
-  return k;
-}
-
 void hak_init_slow(void)
 {
   int expected = 0;
@@ -78,11 +64,8 @@ void hak_init_slow(void)
     hak_size_class_check();
 #endif
     hak_options_init();
-    hak_fast_limit = hak_opt.secure || hak_opt.stats ? 0 : HAK_UNTRAILED_MAX + 1;  /* options.h, hak_fast_on */
     hak_stats_init();
-    /* Free-block keys (types.h, hak_block_t): check odd, link 16-aligned. */
-    hak_keys.link = make_key() & ~(uintptr_t)(HAK_MIN_ALIGN - 1);
-    hak_keys.check = make_key() | 1;
+    hak_block_init();
     hak_heap_init();
     /* release: everything above is visible to a thread that sees 2. */
     atomic_store_explicit(&hak_init_state, 2, memory_order_release);

@@ -82,7 +82,6 @@
 #include "block.h"
 #include "stats.h"
 #include "registry.h"
-#include "init.h"
 
 #define CACHE_SLOTS 16
 #define SLACKSHIFT 1
@@ -533,7 +532,6 @@ static hak_large_t *large_map(size_t map_size, size_t map_align)
 
 void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool grow)
 {
-  hak_init();  /* a thread's first call may be a large one: options first */
   /* Entries idle past the purge delay give their pages back before this
    * allocation looks at the cache (so after an idle period the cache turns
    * cold even if no small-block refill ran the decay meanwhile). */

@@ -15,6 +15,7 @@
 
 #include "options.h"
 #include "fmt.h"
+#include "size_class.h"
 
 /* The options.  X(field, name, unit, shift, default, min, max, meaning):
  * hak_opt.field = value << shift (value in unit; KiB options are kept in
@@ -55,6 +56,12 @@
 #define HAK_OPT_INIT(field, name, unit, shift, def, min, max, doc) \
   .field = (__typeof__(((hak_options_t *)0)->field))((uint64_t)(def) << (shift)),
 hak_options_t hak_opt = { HAK_OPTIONS(HAK_OPT_INIT) };
+
+/* hak_malloc's fast path serves n below it: every class without a trailer
+ * (HAK_UNTRAILED_MAX + 1) once initialised, 0 before (the first malloc
+ * initialises), in secure mode and with statistics (options.h,
+ * hak_fast_on): set with the options. */
+size_t hak_fast_limit = 0;
 
 /* One option: where it lives and what it may be.  Immutable. */
 typedef struct hak_option_def {
@@ -202,4 +209,5 @@ void hak_options_init(void)
   if (hak_opt.verbose == 1) print_verbose(&o, from_env);
   if (hak_opt.verbose == 2) print_markdown(&o);
   hak_out_flush(&o);
+  hak_fast_limit = hak_opt.secure || hak_opt.stats ? 0 : HAK_UNTRAILED_MAX + 1;
 }

@@ -2,13 +2,13 @@
  * hand-over that brings a full slab back to its owner (protocol in types.h,
  * hak_remote_t). */
 #include <sched.h>
+#include <string.h>
 
 #include "remote.h"
 #include "os.h"
 #include "size_class.h"
 #include "block.h"
 #include "superslab.h"
-#include "heap.h"
 
 static inline hak_block_t *rs_ptr(uintptr_t v) { return (hak_block_t *)(v & HAK_RS_PTR_MASK); }
 static inline uintptr_t rs_state(uintptr_t v) { return v & HAK_RS_MASK; }
@@ -180,34 +180,41 @@ void hak_remote_set_state(hak_slab_t *s, uintptr_t state)
   }
 }
 
-/* Owner: free every block other threads handed over through the delayed list.
- * A block whose slab is still DELAYED_FREEING (its freer has not finished) is
- * put back for the next drain, so the slab is never freed under the freer. */
-void hak_remote_drain_delayed(hak_heap_t *h)
+/* Owner: take every block other threads handed over through h's delayed
+ * list (heap.c frees them into their slabs). */
+hak_block_t *hak_remote_delayed_take(hak_heap_t *h)
 {
-  hak_block_t *b = atomic_exchange_explicit(&h->delayed, NULL, memory_order_acquire);
-  hak_block_t *later = NULL, *later_tail = NULL;
-  while (b != NULL) {
-    hak_block_t *next = hak_block_next(b);
-    hak_superslab_t *ss = hak_ss_of(b);
-    hak_slab_t *s = hak_slab_of(ss, b);
-    uintptr_t st = atomic_load_explicit(&ss->remote_heads[s->unit].head, memory_order_acquire);
-    if (rs_state(st) == HAK_RS_DELAYED_FREEING) {
-      hak_block_set_next(b, later);
-      later = b;
-      if (later_tail == NULL) later_tail = b;
-    } else {
-      hak_heap_push_block(h, s, b);  /* counted by its freer */
-    }
-    b = next;
-  }
-  if (later != NULL) {
-    hak_block_t *top = atomic_load_explicit(&h->delayed, memory_order_relaxed);
-    do {
-      hak_block_set_next(later_tail, top);
-    } while (!atomic_compare_exchange_weak_explicit(&h->delayed, &top, later, memory_order_release,
-                                                    memory_order_relaxed));
-  }
+  /* acquire: the freers' writes to the blocks' link and check. */
+  return atomic_exchange_explicit(&h->delayed, NULL, memory_order_acquire);
+}
+
+/* Owner: put first..last (linked, last's link unset) back on h's delayed
+ * list, for the next take. */
+void hak_remote_delayed_putback(hak_heap_t *h, hak_block_t *first, hak_block_t *last)
+{
+  hak_block_t *top = atomic_load_explicit(&h->delayed, memory_order_relaxed);
+  do {
+    hak_block_set_next(last, top);
+  } while (!atomic_compare_exchange_weak_explicit(&h->delayed, &top, first, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* Is a freer between the two steps of a delayed hand-over into s?  The
+ * owner then must not free s's blocks it took from the delayed list. */
+bool hak_remote_handing_over(const hak_slab_t *s)
+{
+  hak_superslab_t *ss = hak_ss_of(s);
+  uintptr_t st = atomic_load_explicit(&ss->remote_heads[s->unit].head, memory_order_acquire);
+  return rs_state(st) == HAK_RS_DELAYED_FREEING;
+}
+
+/* A heap starts serving a thread: no pending run, nothing delayed. */
+void hak_remote_heap_reset(hak_heap_t *h)
+{
+  h->pend_key = HAK_OWNED_NONE;
+  memset(h->pend, 0, sizeof h->pend);
+  h->pend_runs = 0;
+  atomic_store_explicit(&h->delayed, NULL, memory_order_relaxed);
 }
 
 /* In a fork child, for a slab of the forking thread's heap: a parent thread

@@ -26,8 +26,6 @@
 #include "os.h"
 #include "size_class.h"
 #include "block.h"
-#include "large.h"
-#include "heap.h"
 
 #define SECURE_PAD 0xA5
 #define TRAILER ((uint32_t)sizeof(uint32_t))
@@ -49,16 +47,17 @@ static size_t trailer_size(uint8_t *p, uint32_t bs)
   return bs - slack;
 }
 
-void *hak_secure_alloc(hak_heap_t *h, size_t n, size_t align, bool zero)
+int hak_secure_class(size_t n, size_t align)
 {
-  int c = -1;
   /* Room for the trailer, and past a free block's list words. */
   size_t need = n > sizeof(hak_block_t) ? n + TRAILER : sizeof(hak_block_t) + TRAILER;
-  if (n <= HAK_SMALL_MAX - TRAILER)
-    c = align <= HAK_MIN_ALIGN ? (int)hak_size_class(need) : hak_size_class_aligned(need, align);
-  if (c < 0) return hak_large_alloc(h, n, align < HAK_MIN_ALIGN ? HAK_MIN_ALIGN : align, true, false);
-  uint8_t *p = hak_heap_alloc(h, (size_t)c);
-  if (p == NULL) return NULL;
+  if (n > HAK_SMALL_MAX - TRAILER) return -1;
+  return align <= HAK_MIN_ALIGN ? (int)hak_size_class(need) : hak_size_class_aligned(need, align);
+}
+
+void *hak_secure_prepare(void *block, size_t n, size_t c)
+{
+  uint8_t *p = block;
   uint32_t bs = hak_class_size[c];
   /* A free block is zero past its list words up to its trailer. */
   uint64_t any = 0;
@@ -74,7 +73,6 @@ void *hak_secure_alloc(hak_heap_t *h, size_t n, size_t align, bool zero)
   memset(p + n, SECURE_PAD, bs - TRAILER - n);
   uint32_t t = (uint32_t)(bs - n) ^ trailer_key(p);
   memcpy(trailer_of(p, bs), &t, sizeof t);
-  (void)zero;  /* always zeroed */
   return p;
 }
 

@@ -30,9 +30,7 @@
 #include <unistd.h>
 
 #include "stats.h"
-#include "boot.h"
 #include "options.h"
-#include "heap.h"
 
 hak_global_stats_t hak_gstats;
 
@@ -204,14 +202,6 @@ static void pairs_add(uint32_t freer, uint32_t owner, uint64_t n)
     }
   }
   hak_gcount(&pairs_lost, n);
-}
-
-void hak_stats_count_alloc(const void *p, size_t cls)
-{
-  if (hak_boot_owns(p)) return;  /* start-up memory: never counted, freed or not */
-  hak_heap_t *h = hak_tls_heap;
-  if (h->state == HAK_HEAP_LIVE) hak_count(&h->stats.allocs[cls], 1);
-  else hak_gcount(&hak_gstats.folded.allocs[cls], 1);  /* a heap made for one block and abandoned */
 }
 
 void hak_stats_count_trail(hak_heap_t *h, uint64_t bytes, bool freed)

@@ -21,9 +21,6 @@ void hak_stats_init(void);   /* after options: keep a descriptor for the report 
 /* HAKMEM_STATS=2, a free by heap h (maybe not live) of a block whose slab or
  * large mapping owner_id allocated: the remote-free path only. */
 void hak_stats_count_remote(hak_heap_t *h, uint32_t owner_id);
-/* HAKMEM_STATS: count block p of class cls, just allocated, on the calling
- * thread's heap (the heap the pop used may have been a temporary one). */
-void  hak_stats_count_alloc(const void *p, size_t cls);
 /* HAKMEM_STATS: a trailed block's bytes beyond its usable size, handed out
  * (freed false) or returned, counted on the calling thread's heap h, so
  * that live_bytes is the sum of the live blocks' usable sizes. */

@@ -12,8 +12,8 @@
 
 #include "stats_report.h"
 #include "fmt.h"
-#include "options.h"
 #include "size_class.h"
+#include "options.h"
 #include "stats.h"
 #include "large.h"
 #include "heap.h"

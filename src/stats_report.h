@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#include "types.h"
+#include "base.h"
 
 /* glibc's heap-inspection calls with hakmem's numbers (exported by preload.c). */
 struct mallinfo2;

@@ -4,8 +4,8 @@
 
 #include "superslab.h"
 #include "os.h"
-#include "options.h"
 #include "size_class.h"
+#include "options.h"
 #include "block.h"
 #include "stats.h"
 #include "registry.h"
@@ -80,6 +80,15 @@ static void list_remove(hak_heap_t *h, hak_superslab_t *ss)
   if (ss->next) ss->next->prev = ss->prev;
   else h->ss_tail = ss->prev;
   ss->prev = ss->next = NULL;
+}
+
+/* A heap starts serving a thread: no SuperSlab. */
+void hak_ss_heap_reset(hak_heap_t *h)
+{
+  for (size_t i = 0; i < HAK_OWNED_SLOTS; i++) h->owned[i] = HAK_OWNED_NONE;
+  h->ss_list = h->ss_tail = NULL;
+  h->empty_ss = h->dirty_units = 0;
+  h->swept_ms = 0;
 }
 
 void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss)

@@ -49,12 +49,12 @@ static inline bool hak_slab_is_block_remote(const hak_slab_t *s, const void *p)
 }
 _Static_assert(offsetof(hak_slab_t, state) < HAK_CACHE_LINE, "the owner's fields fit one line");
 
-#define HAK_OWNED_SLOTS 64
-#define HAK_OWNED_NONE  UINTPTR_MAX   /* never a SuperSlab's address */
 /* The key of p's SuperSlab: its address, which free computes anyway (a key
  * of address >> HAK_SS_SHIFT cost free a register copy). */
 static inline uintptr_t hak_owned_key(const void *p) { return (uintptr_t)p & ~(HAK_SS_SIZE - 1); }
 #define HAK_OWNED_SLOT(h, p) ((h)->owned[((uintptr_t)(p) >> HAK_SS_SHIFT) % HAK_OWNED_SLOTS])
+/* p's SuperSlab, which h owns (the registry said so), takes its slot. */
+static inline void hak_ss_owned_put(hak_heap_t *h, const void *p) { HAK_OWNED_SLOT(h, p) = hak_owned_key(p); }
 
 hak_superslab_t *hak_ss_create(hak_heap_t *h);
 hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map);  /* NULL: no room / ENOMEM */
@@ -62,6 +62,7 @@ void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s);
 void hak_ss_release(hak_heap_t *h, hak_superslab_t *ss);    /* unregister + retire */
 void hak_ss_purge(hak_heap_t *h, bool force);
 void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss);
+void hak_ss_heap_reset(hak_heap_t *h);  /* a heap starts serving a thread: owns none */
 void hak_ss_before_fork(void);
 void hak_ss_after_fork(bool child);
 void hak_ss_unlink(hak_heap_t *h, hak_superslab_t *ss);

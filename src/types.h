@@ -21,8 +21,6 @@
 
 #include "base.h"
 
-#include "base.h"
-
 /* ------------------------------------------------------------------ blocks */
 
 /* A free block, on any of hakmem's lists (a slab's free or rfree list, a
@@ -241,9 +239,6 @@ typedef struct hak_pend {
  * (churn at 4 threads: 3% of its time in hak_free_other/free_local). */
 #define HAK_OWNED_SLOTS 64
 #define HAK_OWNED_NONE  UINTPTR_MAX   /* never a SuperSlab's address */
-/* The key of p's SuperSlab: its address, which free computes anyway (a key
- * of address >> HAK_SS_SHIFT cost free a register copy). */
-
 
 /* A thread heap.  Everything but `delayed` and `stats` is touched only by the
  * thread that owns the heap (a parked heap, see heap.c: by the thread that
@@ -251,7 +246,17 @@ typedef struct hak_pend {
  * NULL (it points at the shared empty slab when the class has no slab), so
  * the fast path has one test.
  * Heaps are never unmapped: a heap whose thread exited goes back to the pool
- * and is reused, so a stale pointer to it never faults. */
+ * and is reused, so a stale pointer to it never faults.
+ * Each field is written by one module (through its functions, the inline
+ * ones of its header included):
+ *   heap        tcache, tcache_room, tcache_grown, cur, tag, state, partial,
+ *               maintained_ms, pool_link, all_next, park_prev, park_next,
+ *               parked_ms
+ *   superslab   owned, ss_list, ss_tail, empty_ss, dirty_units, swept_ms, color
+ *   remote      pend_key, pend_runs, pend; delayed (other threads push, the
+ *               owner takes)
+ *   stats       id, tid, name, rrow; stats is counted through stats.h's
+ *               hak_count by the heap's thread, folded and zeroed by stats.c */
 struct hak_heap {
   /* free's proof of ownership: HAK_OWNED_SLOT(k) == k for some of the
    * SuperSlabs this heap owns (k = hak_owned_key, their address), so a free

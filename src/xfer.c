@@ -30,8 +30,8 @@
  * (heap.c), and every class at hak_collect / malloc_trim. */
 #include "xfer.h"
 #include "os.h"
-#include "options.h"
 #include "size_class.h"
+#include "options.h"
 #include "block.h"
 #include "superslab.h"
 #include "remote.h"
