@@ -19,6 +19,8 @@
 #include "remote.h"
 #include "xfer.h"
 #include "large.h"
+#include "partial.h"
+#include "tcache.h"
 #include "heap.h"
 #include "init.h"
 #include "hakmem.h"

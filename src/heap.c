@@ -10,15 +10,15 @@
 #include "os.h"
 #include "size_class.h"
 #include "options.h"
-#include "block.h"
 #include "stats.h"
-#include "trailer.h"
 #include "registry.h"
 #include "handoff.h"
 #include "superslab.h"
 #include "remote.h"
 #include "xfer.h"
 #include "large.h"
+#include "partial.h"
+#include "tcache.h"
 
 #define EMPTY_CUR { [0 ... HAK_NUM_CLASSES - 1] = &hak_slab_empty }
 #define NONE_OWNED { [0 ... HAK_OWNED_SLOTS - 1] = HAK_OWNED_NONE }
@@ -144,88 +144,6 @@ static void park_expire(uint64_t now, bool all)
   }
 }
 
-/* ------------------------------------------------------------ partial lists */
-
-/* Per class a circular doubly linked list, oldest first.  A slab joins at
- * the tail when it gets room back and refills take the head: the slab that
- * has had the longest time to collect frees is used first, so a refill gets
- * many blocks rather than the one that was just freed (LIFO here would cycle
- * a slab with one free block through full and back on every malloc). */
-static void partial_push(hak_heap_t *h, hak_slab_t *s)
-{
-  hak_slab_t *head = h->partial[s->cls];
-  s->state = HAK_SLAB_PARTIAL;
-  if (head == NULL) {
-    s->prev = s->next = s;
-    h->partial[s->cls] = s;
-    return;
-  }
-  s->next = head;
-  s->prev = head->prev;
-  head->prev->next = s;
-  head->prev = s;
-}
-
-static void partial_remove(hak_heap_t *h, hak_slab_t *s)
-{
-  if (s->next == s) {
-    h->partial[s->cls] = NULL;
-  } else {
-    s->prev->next = s->next;
-    s->next->prev = s->prev;
-    if (h->partial[s->cls] == s) h->partial[s->cls] = s->next;
-  }
-  s->prev = s->next = NULL;
-}
-
-/* An empty slab leaves the heap; an empty SuperSlab beyond the reserve goes
- * back to the OS. */
-static void heap_release_slab(hak_heap_t *h, hak_slab_t *s)
-{
-  hak_superslab_t *ss = hak_ss_of(s);
-  hak_ss_free_slab(h, s);
-  if (hak_ss_empty(ss) && h->empty_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
-  hak_ss_purge(h, false);
-}
-
-/* ---------------------------------------------------------- local frees */
-
-void hak_heap_free_local_slow(hak_heap_t *h, hak_slab_t *s)
-{
-  if (h->state != HAK_HEAP_LIVE) return;  /* abandoning: lists are being torn down */
-  if (s->state == HAK_SLAB_FULL) {
-    hak_remote_set_state(s, HAK_RS_NORMAL);
-    partial_push(h, s);
-  }
-  if (s->used == 0 && s->state == HAK_SLAB_PARTIAL) {
-    partial_remove(h, s);
-    heap_release_slab(h, s);
-  }
-}
-
-/* Free every block other threads handed over through the delayed list
- * (remote.c).  A block whose slab is still DELAYED_FREEING (its freer has
- * not finished) is put back for the next drain, so the slab is never freed
- * under the freer. */
-static void heap_drain_delayed(hak_heap_t *h)
-{
-  hak_block_t *b = hak_remote_delayed_take(h);
-  hak_block_t *later = NULL, *later_tail = NULL;
-  while (b != NULL) {
-    hak_block_t *next = hak_block_next(b);
-    hak_slab_t *s = hak_slab_of(hak_ss_of(b), b);
-    if (hak_remote_handing_over(s)) {
-      hak_block_set_next(b, later);
-      later = b;
-      if (later_tail == NULL) later_tail = b;
-    } else {
-      hak_heap_push_block(h, s, b);  /* counted by its freer */
-    }
-    b = next;
-  }
-  if (later != NULL) hak_remote_delayed_putback(h, later, later_tail);
-}
-
 /* --------------------------------------------------------------- adoption */
 
 /* Make an abandoned SuperSlab ours: drain its slabs, sort them into our lists. */
@@ -244,7 +162,7 @@ static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss)
       if (s->used == 0) {
         hak_ss_free_slab(h, s);
       } else if (s->free != NULL || s->rfree != NULL || s->capacity < s->reserved) {
-        partial_push(h, s);
+        hak_partial_push(h, s);
       } else if (hak_remote_mark_full(s)) {
         s->state = HAK_SLAB_FULL;
       } else {
@@ -288,124 +206,7 @@ static void heap_sweep_abandoned(hak_heap_t *h)
   }
 }
 
-/* ------------------------------------------------------- thread cache */
-
-/* Keep the newest `keep` blocks of class c's thread cache; the others go
- * back to their slabs (a slab may become empty and go, or leave the full
- * state, as on any local free), or, when another heap owns the slab (or
- * nobody: abandoned), to its owner as remote frees.  Ownership cannot
- * change under us in a way that matters: only this thread makes a
- * SuperSlab ours, and one that is ours stays ours until this heap gives
- * it up, after flushing. */
-void hak_tcache_flush(hak_heap_t *h, size_t c, uint32_t keep)
-{
-  hak_block_t *b = h->tcache[c], *rest = b;
-  if (b == NULL) return;
-  if (keep == 0) {
-    h->tcache[c] = NULL;
-  } else {
-    for (uint32_t i = 1; i < keep && (rest = hak_block_next(b)) != NULL; i++) b = rest;
-    rest = hak_block_next(b);
-    hak_block_set_next(b, NULL);
-  }
-  while (rest != NULL) {
-    hak_block_t *next = hak_block_next(rest);
-    hak_superslab_t *ss = hak_ss_of(rest);
-    hak_slab_t *s = hak_slab_of(ss, rest);
-    /* owned[] proves most blocks ours without reading the SuperSlab's
-     * owner (a cache miss per block: 4.5% of churn's L1 misses). */
-    if (HAK_LIKELY(HAK_OWNED_SLOT(h, rest) == hak_owned_key(rest) ||
-                   atomic_load_explicit(&ss->owner, memory_order_relaxed) == h))
-      hak_heap_push_block(h, s, rest);
-    else
-      hak_remote_defer(h, s, rest);
-    h->tcache_room[c]++;
-    rest = next;
-  }
-}
-
-static void tcache_flush_all(hak_heap_t *h)
-{
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) hak_tcache_flush(h, c, 0);
-}
-
-/* Bytes of blocks the thread cache's grown bounds allow over their bases.
- * Asked only when a class may still grow, which happens at most twice a
- * class between two maintenance passes. */
-static size_t tcache_grown_bytes(const hak_heap_t *h)
-{
-  size_t n = 0;
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) n += (size_t)h->tcache_grown[c] * hak_class_size[c];
-  return n;
-}
-
-/* A free of a block of a trailed class came through the fast path, which
- * put it on the HAK_TCLS_TRAILED list (never any other block there): take it
- * back, check its trailer, and cache it under its class. */
-static HAK_NOINLINE void tcache_trailed(hak_heap_t *h)
-{
-  hak_block_t *b = h->tcache[HAK_TCLS_TRAILED];
-  h->tcache[HAK_TCLS_TRAILED] = NULL;
-  h->tcache_room[HAK_TCLS_TRAILED] = 0;
-  size_t c = hak_slab_of(hak_ss_of(b), b)->cls;
-  (void)hak_trailer_check(b, c);
-  if (hak_tcache_push(h, c, b) < 0) hak_tcache_overflow(h, c);
-}
-
-/* A class that overflows its bound frees runs of blocks that it allocates
- * again later (a request's temporaries freed together): flushing half to
- * the slabs each time, only to pop them back, is the work a bigger cache
- * saves (bench/strings frees some 200 blocks a class per request).  So the
- * bound doubles, up to HAK_TCACHE_GROWTH times the base, while the heap's
- * budget lasts; after that the overflow flushes half as before. */
-void hak_tcache_overflow(hak_heap_t *h, size_t c)
-{
-  if (c == HAK_TCLS_TRAILED) {
-    tcache_trailed(h);
-    return;
-  }
-  uint32_t base = hak_tcache_limit(c);
-  uint32_t bound = base + (uint32_t)h->tcache_grown[c];
-  uint32_t add = bound < HAK_TCACHE_GROWTH * base ? bound : 0;
-  if (add > 0 && tcache_grown_bytes(h) + (size_t)add * hak_class_size[c] <= HAK_TCACHE_GROW_BYTES) {
-    h->tcache_grown[c] += (int32_t)add;
-    h->tcache_room[c] += (int32_t)add;
-    return;
-  }
-  hak_tcache_flush(h, c, bound / 2);
-}
-
-/* Every class's bound back to its base (heap maintenance: growth lasts
- * while it is used), the blocks over it flushed. */
-static void tcache_relax(hak_heap_t *h)
-{
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
-    int32_t g = h->tcache_grown[c];
-    if (g == 0) continue;
-    h->tcache_grown[c] = 0;
-    h->tcache_room[c] -= g;
-    if (h->tcache_room[c] < 0) hak_tcache_flush(h, c, hak_tcache_limit(c));
-  }
-}
-
 /* --------------------------------------------------------- maintenance */
-
-/* Release the partial slabs of class c whose remaining blocks all wait on
- * their remote stacks (collected only then: no list walk, hak_remote_collect),
- * at most 4096 of them (a heap with more catches up next time). */
-static void heap_sweep_partial(hak_heap_t *h, size_t c)
-{
-  hak_slab_t *s = h->partial[c];
-  for (size_t n = s ? 1 : 0; s != NULL; n++) {
-    hak_slab_t *next = s->next == h->partial[c] ? NULL : s->next;
-    if (hak_remote_pending(s) == s->used && hak_remote_collect(s, HAK_RS_KEEP) > 0 && s->used == 0) {
-      partial_remove(h, s);
-      heap_release_slab(h, s);
-    }
-    s = next;
-    if (n > 4096) break;
-  }
-}
 
 /* Now and then (at most every purge delay), take the remote frees waiting on
  * every partial slab that they would empty, so a slab whose blocks were all
@@ -417,35 +218,26 @@ static void heap_maintain(hak_heap_t *h)
   uint64_t now = hak_os_now_ms();
   if (now - h->maintained_ms < hak_opt.purge_delay_ms) return;
   h->maintained_ms = now;
-  tcache_relax(h);
+  hak_tcache_relax(h);
   hak_xfer_drain(now, false);  /* classes unused for a purge delay */
   park_expire(now, false);
   hak_large_decay();  /* large cache entries idle past the delay give their pages back */
   /* Full slabs that other threads freed into become partial, so the
    * sweep sees them too. */
-  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) heap_drain_delayed(h);
+  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_partial_drain_delayed(h);
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
-    heap_sweep_partial(h, c);
+    hak_partial_sweep(h, c);
   }
 }
 
 /* ------------------------------------------------------------ malloc slow */
-
-/* The blocks a collect set aside become the free list (free is empty). */
-static inline bool slab_take_rfree(hak_slab_t *s)
-{
-  if (s->rfree == NULL) return false;
-  s->free = s->rfree;
-  s->rfree = NULL;
-  return true;
-}
 
 /* Make s the current slab of its class and pop a block, or NULL if it has none. */
 static void *heap_use_slab(hak_heap_t *h, hak_slab_t *s)
 {
   s->state = HAK_SLAB_CUR;
   h->cur[s->cls] = s;
-  if (s->free == NULL && !slab_take_rfree(s) && hak_remote_collect(s, HAK_RS_KEEP) == 0) hak_slab_extend(s);
+  if (s->free == NULL && !hak_slab_take_rfree(s) && hak_remote_collect(s, HAK_RS_KEEP) == 0) hak_slab_extend(s);
   if (s->free == NULL) return NULL;
   return hak_heap_pop(h, s->cls);
 }
@@ -461,7 +253,7 @@ void *hak_heap_refill(hak_heap_t *h, size_t cls)
   int adopted = 0;
   for (;;) {
     hak_slab_t *s = h->cur[cls];
-    if (s != &hak_slab_empty && (slab_take_rfree(s) || hak_remote_collect(s, HAK_RS_KEEP) > 0))
+    if (s != &hak_slab_empty && (hak_slab_take_rfree(s) || hak_remote_collect(s, HAK_RS_KEEP) > 0))
       return hak_heap_pop(h, cls);
     /* A block other threads freed, of a class above 1 KiB, before this
      * heap's partial slabs and fresh pages (xfer.c). */
@@ -469,7 +261,7 @@ void *hak_heap_refill(hak_heap_t *h, size_t cls)
       void *p = hak_xfer_take(cls);
       if (p != NULL) return p;
     }
-    if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) heap_drain_delayed(h);
+    if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_partial_drain_delayed(h);
     if (s != &hak_slab_empty) {
       /* Free blocks of the partial slabs before fresh pages: a current slab
        * that could still carve goes behind them (turnover at 16 threads
@@ -479,7 +271,7 @@ void *hak_heap_refill(hak_heap_t *h, size_t cls)
        * the producers' blocks all come back by remote frees, 18.2 -> 16.4
        * MiB). */
       if (h->partial[cls] != NULL && s->capacity < s->reserved) {
-        partial_push(h, s);
+        hak_partial_push(h, s);
         h->cur[cls] = &hak_slab_empty;
       } else {
         if (hak_slab_extend(s)) return hak_heap_pop(h, cls);
@@ -490,7 +282,7 @@ void *hak_heap_refill(hak_heap_t *h, size_t cls)
     }
     s = h->partial[cls];
     if (s != NULL) {
-      partial_remove(h, s);
+      hak_partial_remove(h, s);
       void *p = heap_use_slab(h, s);
       if (p != NULL) return p;
       continue;
@@ -518,14 +310,9 @@ void *hak_heap_refill(hak_heap_t *h, size_t cls)
 
 static void heap_reset(hak_heap_t *h)
 {
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
-    h->cur[c] = &hak_slab_empty;
-    h->partial[c] = NULL;
-  }
-  memset(h->tcache, 0, sizeof h->tcache);
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) h->tcache_room[c] = (int32_t)hak_tcache_limit(c);
-  h->tcache_room[HAK_TCLS_TRAILED] = 0;  /* every push overflows: hak_tcache_overflow */
-  memset(h->tcache_grown, 0, sizeof h->tcache_grown);
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) h->cur[c] = &hak_slab_empty;
+  hak_partial_reset(h);
+  hak_tcache_reset(h);
   h->tag = (uintptr_t)h | HAK_TAG_SS;
   h->maintained_ms = 0;
   hak_ss_heap_reset(h);
@@ -638,19 +425,17 @@ void *hak_heap_alloc_orphan(size_t cls)
 static void heap_give_up(hak_heap_t *h)
 {
   hak_slab_t *s;
-  tcache_flush_all(h);
+  hak_tcache_flush_all(h);
   hak_remote_flush(h);
   /* Blocks freed into SuperSlabs other exited threads left behind come back
    * (drained below with ours, released if empty). */
   heap_sweep_abandoned(h);
   h->state = HAK_HEAP_DEAD;
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
-    h->cur[c] = &hak_slab_empty;
-    h->partial[c] = NULL;
-  }
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) h->cur[c] = &hak_slab_empty;
+  hak_partial_reset(h);
   for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next)
     FOR_EACH_SLAB(ss, s) hak_remote_set_state(s, HAK_RS_NEVER_DELAYED);
-  heap_drain_delayed(h);
+  hak_partial_drain_delayed(h);
   if (atomic_load_explicit(&h->delayed, memory_order_acquire) != NULL)
     hak_fatal("delayed frees left after abandon", h);
 
@@ -694,20 +479,20 @@ void hak_heap_abandon(hak_heap_t *h)
  * give back what abandoning would, then park it. */
 static void heap_park(hak_heap_t *h)
 {
-  tcache_flush_all(h);
+  hak_tcache_flush_all(h);
   hak_remote_flush(h);  /* blocks of other heaps' slabs go back now */
   heap_sweep_abandoned(h);
-  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) heap_drain_delayed(h);
+  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_partial_drain_delayed(h);
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
     hak_slab_t *s = h->cur[c];
     if (s != &hak_slab_empty && hak_remote_pending(s) == s->used) {
       hak_remote_collect(s, HAK_RS_KEEP);
       if (s->used == 0) {
         h->cur[c] = &hak_slab_empty;
-        heap_release_slab(h, s);
+        hak_partial_release(h, s);
       }
     }
-    heap_sweep_partial(h, c);
+    hak_partial_sweep(h, c);
   }
   hak_superslab_t *next;
   for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
@@ -743,12 +528,12 @@ void hak_heap_collect(hak_heap_t *h, bool force)
     hak_xfer_drain(0, true);
   }
   if (h->state == HAK_HEAP_LIVE) {
-    tcache_flush_all(h);
+    hak_tcache_flush_all(h);
     hak_remote_flush(h);
     /* Adopt what exited threads left: their free blocks come back. */
     for (uint32_t n = force ? hak_handoff_count(&hak_abandoned) : 0; n > 0 && heap_try_adopt(h); n--) {
     }
-    if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) heap_drain_delayed(h);
+    if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_partial_drain_delayed(h);
     for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
       hak_slab_t *s = h->cur[c];
       if (s == &hak_slab_empty) continue;

@@ -181,7 +181,7 @@ void hak_remote_set_state(hak_slab_t *s, uintptr_t state)
 }
 
 /* Owner: take every block other threads handed over through h's delayed
- * list (heap.c frees them into their slabs). */
+ * list (partial.c frees them into their slabs). */
 hak_block_t *hak_remote_delayed_take(hak_heap_t *h)
 {
   /* acquire: the freers' writes to the blocks' link and check. */

@@ -249,9 +249,10 @@ typedef struct hak_pend {
  * and is reused, so a stale pointer to it never faults.
  * Each field is written by one module (through its functions, the inline
  * ones of its header included):
- *   heap        tcache, tcache_room, tcache_grown, cur, tag, state, partial,
- *               maintained_ms, pool_link, all_next, park_prev, park_next,
- *               parked_ms
+ *   heap        cur, tag, state, maintained_ms, pool_link, all_next,
+ *               park_prev, park_next, parked_ms
+ *   tcache      tcache, tcache_room, tcache_grown
+ *   partial     partial
  *   superslab   owned, ss_list, ss_tail, empty_ss, dirty_units, swept_ms, color
  *   remote      pend_key, pend_runs, pend; delayed (other threads push, the
  *               owner takes)
@@ -277,7 +278,7 @@ struct hak_heap {
    * hak_tcache_limit(c) - tcache_room[c] free blocks of class c (at most
    * hak_tcache_limit(c): a local free that takes the room below 0
    * flushes); they count as used in their slabs, whoever owns them, until
-   * flushed (hak_tcache_flush: to the slab's free list if this heap owns
+   * flushed (hak_tcache_flush, tcache.c: to the slab's free list if this heap owns
    * it then, else as a remote free), so no slab or SuperSlab holding one
    * can be released; empty whenever the heap is not live (thread exit,
    * collect and parking flush it).  The bound of class c is
