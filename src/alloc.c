@@ -37,7 +37,7 @@ static inline bool hak_secure_mode(void)
   return hak_opt.secure;
 }
 
-void *hak_malloc_medium(size_t n);
+void *hak_malloc_generic(size_t n);
 
 /* The whole of a small malloc: one compare, a table lookup to the class (no
  * branch between small and medium sizes), then the pop.  Inline here so
@@ -72,7 +72,7 @@ static inline void *hak_malloc_inline(size_t n)
     if (HAK_LIKELY(p != NULL)) return p;
     return alloc_refill(h, c);
   }
-  return hak_malloc_medium(n);
+  return hak_malloc_generic(n);
 }
 
 /* HAKMEM_STATS: count block p of class cls, just allocated, on the calling
@@ -118,7 +118,6 @@ static HAK_NOINLINE void *secure_alloc(size_t n, size_t align)
   return p != NULL ? hak_secure_prepare(p, n, (size_t)c) : NULL;
 }
 
-
 /* A block of the trailed class c for n bytes, its trailer written
  * (trailer.c); counted. */
 static void *trailed_alloc(size_t c, size_t n)
@@ -138,10 +137,9 @@ static void *small_alloc(size_t n)
   return trailed_alloc((size_t)hak_trailed_class(n, HAK_MIN_ALIGN), n);
 }
 
-
 /* Sizes from the trailed classes up, and every size while the fast paths
  * are off: a size class, a secure block, or a large block. */
-HAK_NOINLINE void *hak_malloc_medium(size_t n)
+HAK_NOINLINE void *hak_malloc_generic(size_t n)
 {
   /* The process's first malloc comes here too (the fast limit starts at 0). */
   if (HAK_UNLIKELY(hak_secure_mode())) return secure_alloc(n, HAK_MIN_ALIGN);
@@ -150,7 +148,6 @@ HAK_NOINLINE void *hak_malloc_medium(size_t n)
 }
 
 void *hak_malloc(size_t n) { return hak_malloc_inline(n); }
-
 
 /* ----------------------------------------------------------------- realloc */
 

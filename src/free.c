@@ -36,7 +36,7 @@ static void trailer_free_checked(hak_heap_t *h, hak_slab_t *s, const void *p)
 
 /* Free of a block in a SuperSlab this heap owns (the caller proved it:
  * owned[] or the registry), uncounted: onto the class's thread cache. */
-static inline void hak_heap_free_local(hak_heap_t *h, void *p)
+static inline void free_local_fast(hak_heap_t *h, void *p)
 {
   hak_superslab_t *ss = hak_ss_of(p);
   size_t u = hak_unit_of(p);
@@ -99,7 +99,7 @@ static HAK_NOINLINE void free_remote_checked(hak_heap_t *h, hak_superslab_t *ss,
  * the class itself, else held back for the owner (see free_remote). */
 static inline void free_remote_keep(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, size_t c)
 {
-  if (h->tcache_room[c] > h->tcache_grown[c] && h->cur[c] != &hak_slab_empty) {
+  if (h->tcache_room[c] > h->tcache_grown[c] && h->cur[c] != &hak_slab_sentinel) {
     (void)hak_tcache_push(h, c, b);
     return;
   }
@@ -113,7 +113,7 @@ static inline void free_remote_keep(hak_heap_t *h, hak_slab_t *s, hak_block_t *b
  * the class finds it, before this thread's cache and the owner's slab
  * (prototypes, bench/turnover at 16 threads: 24.3 -> 16.4 MiB peak RSS with
  * this order, 22.5 -> 21.3 MiB with the thread cache first). */
-static HAK_NOINLINE void free_remote_big(hak_heap_t *h, hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b, size_t c)
+static HAK_NOINLINE void free_remote_xfer_trailed(hak_heap_t *h, hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b, size_t c)
 {
   if (hak_class_trailed(c)) {
     free_remote_checked(h, ss, s, b);
@@ -149,14 +149,14 @@ static inline void free_remote(hak_heap_t *h, void *p)
   /* Transfer-cache and trailed classes, out of line: this path stays tail
    * calls. */
   if (HAK_UNLIKELY(c - HAK_XFER_FIRST < HAK_NUM_SIZES - HAK_XFER_FIRST)) {
-    free_remote_big(h, ss, s, b, c);
+    free_remote_xfer_trailed(h, ss, s, b, c);
     return;
   }
   free_remote_keep(h, s, b, c);
 }
 
 /* A block of a SuperSlab this heap owns, with the fast paths off (secure
- * mode, statistics): hak_heap_free_local's checks first (only a block start
+ * mode, statistics): free_local_fast's checks first (only a block start
  * that is not free may be read), then the secure checks and the count. */
 static void free_local_checked(hak_heap_t *h, void *p)
 {
@@ -165,7 +165,7 @@ static void free_local_checked(hak_heap_t *h, void *p)
   if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, true);
   else if (hak_class_trailed(s->cls)) trailer_free_checked(h, s, p);
   hak_count(&h->stats.frees[s->cls], 1);
-  hak_heap_push_block(h, s, (hak_block_t *)p);
+  hak_slab_push(h, s, (hak_block_t *)p);
 }
 
 /* A block of a SuperSlab this heap owns (the registry said so) that
@@ -179,21 +179,26 @@ static void free_local(hak_heap_t *h, void *p)
     return;
   }
   hak_ss_owned_put(h, p);
-  hak_heap_free_local(h, p);
+  free_local_fast(h, p);
 }
 
 /* A block of the SuperSlab this heap's pending frees pin (pend_key): it
  * cannot be released, so neither the registry nor an RCU section is
- * needed.  Out of line, apart from hak_free_other, so that this common remote
+ * needed.  Out of line, apart from hak_free_generic, so that this common remote
  * path saves no registers. */
 HAK_NOINLINE void hak_free_pinned(hak_heap_t *h, void *p) { free_remote(h, p); }
 
-HAK_NOINLINE void hak_free_other(hak_heap_t *h, void *p)
+/* Every free that owned[] and pend_key did not prove: the registry
+ * decides.  This heap's own SuperSlab, another heap's or an abandoned one
+ * (under the RCU read lock), a large mapping, or a pointer hakmem did not
+ * hand out (the system allocator's).  A thread without a heap gets one
+ * here. */
+HAK_NOINLINE void hak_free_generic(hak_heap_t *h, void *p)
 {
   uintptr_t tag = hak_map_get(p);
   if (tag == h->tag) { free_local(h, p); return; }
   if (tag == 0) { free_foreign(h, p); return; }
-  if (HAK_UNLIKELY(h->state == HAK_HEAP_EMPTY)) {
+  if (HAK_UNLIKELY(h->state == HAK_HEAP_UNSTARTED)) {
     hak_init();
     if (!hak_init_recursing()) h = hak_heap_thread_get(h, tag);
     /* Read again: the heap it got is ours now, so a tag naming it is not
@@ -230,14 +235,14 @@ static inline void hak_free_inline(void *p)
   hak_heap_t *h = hak_tls_heap;
   uintptr_t k = hak_owned_key(p);
   if (HAK_LIKELY(HAK_OWNED_SLOT(h, p) == k)) {
-    hak_heap_free_local(h, p);
+    free_local_fast(h, p);
     return;
   }
   if (k == h->pend_key) {
     hak_free_pinned(h, p);
     return;
   }
-  hak_free_other(h, p);
+  hak_free_generic(h, p);
 }
 
 void hak_free(void *p) { hak_free_inline(p); }

@@ -1,7 +1,7 @@
 /* The thread heap: creation, refill (the malloc slow path), local-free
  * bookkeeping, adoption of abandoned SuperSlabs, and parking (or
  * abandonment) at thread exit.  The fast paths are hak_heap_pop (heap.h)
- * and free.c's hak_heap_free_local. */
+ * and free.c's free_local_fast. */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -20,15 +20,15 @@
 #include "partial.h"
 #include "tcache.h"
 
-#define EMPTY_CUR { [0 ... HAK_NUM_CLASSES - 1] = &hak_slab_empty }
+#define SENTINEL_CUR { [0 ... HAK_NUM_CLASSES - 1] = &hak_slab_sentinel }
 #define NONE_OWNED { [0 ... HAK_OWNED_SLOTS - 1] = HAK_OWNED_NONE }
 
-hak_slab_t hak_slab_empty;  /* free == NULL forever: every pop misses */
-hak_heap_t hak_heap_empty = { .owned = NONE_OWNED, .cur = EMPTY_CUR, .tag = HAK_TAG_NONE,
-                              .state = HAK_HEAP_EMPTY, .pend_key = HAK_OWNED_NONE };
-hak_heap_t hak_heap_dead = { .owned = NONE_OWNED, .cur = EMPTY_CUR, .tag = HAK_TAG_NONE,
+hak_slab_t hak_slab_sentinel;  /* free == NULL forever: every pop misses */
+hak_heap_t hak_heap_unstarted = { .owned = NONE_OWNED, .cur = SENTINEL_CUR, .tag = HAK_TAG_NONE,
+                              .state = HAK_HEAP_UNSTARTED, .pend_key = HAK_OWNED_NONE };
+hak_heap_t hak_heap_dead = { .owned = NONE_OWNED, .cur = SENTINEL_CUR, .tag = HAK_TAG_NONE,
                              .state = HAK_HEAP_DEAD, .pend_key = HAK_OWNED_NONE };
-__thread hak_heap_t *hak_tls_heap = &hak_heap_empty;
+__thread hak_heap_t *hak_tls_heap = &hak_heap_unstarted;
 
 /* Heaps come from mmap'd chunks and are never unmapped; a heap whose thread
  * exited waits on `pool` for the next new thread.  chunk_lock serialises
@@ -166,14 +166,14 @@ static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss)
       } else if (hak_remote_mark_full(s)) {
         s->state = HAK_SLAB_FULL;
       } else {
-        hak_remote_collect(s, HAK_RS_KEEP);
+        hak_remote_collect(s, HAK_RS_KEEP_STATE);
         continue;
       }
       break;
     }
   }
   hak_gcount(&hak_gstats.ss_adopted, 1);
-  if (hak_ss_empty(ss) && h->empty_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
+  if (hak_ss_unused(ss) && h->unused_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
 }
 
 static bool heap_try_adopt(hak_heap_t *h)
@@ -237,7 +237,7 @@ static void *heap_use_slab(hak_heap_t *h, hak_slab_t *s)
 {
   s->state = HAK_SLAB_CUR;
   h->cur[s->cls] = s;
-  if (s->free == NULL && !hak_slab_take_rfree(s) && hak_remote_collect(s, HAK_RS_KEEP) == 0) hak_slab_extend(s);
+  if (s->free == NULL && !hak_slab_take_rfree(s) && hak_remote_collect(s, HAK_RS_KEEP_STATE) == 0) hak_slab_extend(s);
   if (s->free == NULL) return NULL;
   return hak_heap_pop(h, s->cls);
 }
@@ -253,7 +253,7 @@ void *hak_heap_refill(hak_heap_t *h, size_t cls)
   int adopted = 0;
   for (;;) {
     hak_slab_t *s = h->cur[cls];
-    if (s != &hak_slab_empty && (hak_slab_take_rfree(s) || hak_remote_collect(s, HAK_RS_KEEP) > 0))
+    if (s != &hak_slab_sentinel && (hak_slab_take_rfree(s) || hak_remote_collect(s, HAK_RS_KEEP_STATE) > 0))
       return hak_heap_pop(h, cls);
     /* A block other threads freed, of a class above 1 KiB, before this
      * heap's partial slabs and fresh pages (xfer.c). */
@@ -262,7 +262,7 @@ void *hak_heap_refill(hak_heap_t *h, size_t cls)
       if (p != NULL) return p;
     }
     if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_partial_drain_delayed(h);
-    if (s != &hak_slab_empty) {
+    if (s != &hak_slab_sentinel) {
       /* Free blocks of the partial slabs before fresh pages: a current slab
        * that could still carve goes behind them (turnover at 16 threads
        * 23.9 -> 22.3 MiB peak RSS, larson 105.5 -> 101.0; no cost in time).
@@ -272,12 +272,12 @@ void *hak_heap_refill(hak_heap_t *h, size_t cls)
        * MiB). */
       if (h->partial[cls] != NULL && s->capacity < s->reserved) {
         hak_partial_push(h, s);
-        h->cur[cls] = &hak_slab_empty;
+        h->cur[cls] = &hak_slab_sentinel;
       } else {
         if (hak_slab_extend(s)) return hak_heap_pop(h, cls);
         if (!hak_remote_mark_full(s)) continue;  /* blocks arrived meanwhile */
         s->state = HAK_SLAB_FULL;
-        h->cur[cls] = &hak_slab_empty;
+        h->cur[cls] = &hak_slab_sentinel;
       }
     }
     s = h->partial[cls];
@@ -310,7 +310,7 @@ void *hak_heap_refill(hak_heap_t *h, size_t cls)
 
 static void heap_reset(hak_heap_t *h)
 {
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) h->cur[c] = &hak_slab_empty;
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) h->cur[c] = &hak_slab_sentinel;
   hak_partial_reset(h);
   hak_tcache_reset(h);
   h->tag = (uintptr_t)h | HAK_TAG_SS;
@@ -368,7 +368,7 @@ hak_heap_t *hak_heap_thread_start(hak_heap_t *want)
     /* ENOMEM: glibc allocates the key's second-level array (keys >= 32) and
      * that failed.  Without the key the heap would never be abandoned, its
      * memory stranded when the thread exits: hand it over now and fail. */
-    hak_tls_heap = &hak_heap_empty;
+    hak_tls_heap = &hak_heap_unstarted;
     hak_heap_abandon(h);
     return NULL;
   }
@@ -390,7 +390,7 @@ hak_heap_t *hak_heap_thread_start(hak_heap_t *want)
  * initialised hakmem and is not recursing into it. */
 hak_heap_t *hak_heap_thread_get(hak_heap_t *h, uintptr_t tag)
 {
-  if (h->state != HAK_HEAP_EMPTY) return h;
+  if (h->state != HAK_HEAP_UNSTARTED) return h;
   /* A heap's address (heaps never unmap, so a stale tag names memory that
    * is still a heap; park_take checks it is parked, under the lock). */
   hak_heap_t *want = (tag & HAK_TAG_KIND) == HAK_TAG_SS ? (hak_heap_t *)(tag & ~HAK_TAG_KIND) : NULL;
@@ -431,7 +431,7 @@ static void heap_give_up(hak_heap_t *h)
    * (drained below with ours, released if empty). */
   heap_sweep_abandoned(h);
   h->state = HAK_HEAP_DEAD;
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) h->cur[c] = &hak_slab_empty;
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) h->cur[c] = &hak_slab_sentinel;
   hak_partial_reset(h);
   for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next)
     FOR_EACH_SLAB(ss, s) hak_remote_set_state(s, HAK_RS_NEVER_DELAYED);
@@ -443,12 +443,12 @@ static void heap_give_up(hak_heap_t *h)
   for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
     next = ss->next;
     FOR_EACH_SLAB(ss, s) {
-      hak_remote_collect(s, HAK_RS_KEEP);
+      hak_remote_collect(s, HAK_RS_KEEP_STATE);
       s->prev = s->next = NULL;
       s->state = HAK_SLAB_ORPHAN;
       if (s->used == 0) hak_ss_free_slab(h, s);
     }
-    if (hak_ss_empty(ss)) hak_ss_release(h, ss);
+    if (hak_ss_unused(ss)) hak_ss_release(h, ss);
   }
   /* Free pages of SuperSlabs about to be abandoned: nobody owns them until an
    * adoption, so no delay can expire there.  Those idle past the delay go
@@ -485,10 +485,10 @@ static void heap_park(hak_heap_t *h)
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_partial_drain_delayed(h);
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
     hak_slab_t *s = h->cur[c];
-    if (s != &hak_slab_empty && hak_remote_pending(s) == s->used) {
-      hak_remote_collect(s, HAK_RS_KEEP);
+    if (s != &hak_slab_sentinel && hak_remote_pending(s) == s->used) {
+      hak_remote_collect(s, HAK_RS_KEEP_STATE);
       if (s->used == 0) {
-        h->cur[c] = &hak_slab_empty;
+        h->cur[c] = &hak_slab_sentinel;
         hak_partial_release(h, s);
       }
     }
@@ -497,7 +497,7 @@ static void heap_park(hak_heap_t *h)
   hak_superslab_t *next;
   for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
     next = ss->next;
-    if (hak_ss_empty(ss) && h->empty_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
+    if (hak_ss_unused(ss) && h->unused_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
   }
   hak_ss_purge(h, (size_t)h->dirty_units * HAK_UNIT_SIZE > ABANDON_KEEP_DIRTY);
   hak_stats_fold(h);
@@ -536,16 +536,16 @@ void hak_heap_collect(hak_heap_t *h, bool force)
     if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_partial_drain_delayed(h);
     for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
       hak_slab_t *s = h->cur[c];
-      if (s == &hak_slab_empty) continue;
-      hak_remote_collect(s, HAK_RS_KEEP);
+      if (s == &hak_slab_sentinel) continue;
+      hak_remote_collect(s, HAK_RS_KEEP_STATE);
       if (s->used != 0) continue;
-      h->cur[c] = &hak_slab_empty;
+      h->cur[c] = &hak_slab_sentinel;
       hak_ss_free_slab(h, s);
     }
     hak_superslab_t *next;
     for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
       next = ss->next;
-      if (hak_ss_empty(ss) && (force || h->empty_ss > hak_opt.ss_reserve)) hak_ss_release(h, ss);
+      if (hak_ss_unused(ss) && (force || h->unused_ss > hak_opt.ss_reserve)) hak_ss_release(h, ss);
     }
     hak_ss_purge(h, true);
   }

@@ -6,8 +6,8 @@
 #include "partial.h"
 #include "tcache.h"
 
-extern HAK_HIDDEN hak_slab_t hak_slab_empty;
-extern HAK_HIDDEN hak_heap_t hak_heap_empty;      /* before a thread's first malloc */
+extern HAK_HIDDEN hak_slab_t hak_slab_sentinel;
+extern HAK_HIDDEN hak_heap_t hak_heap_unstarted;      /* before a thread's first malloc */
 extern HAK_HIDDEN hak_heap_t hak_heap_dead;       /* after the thread's heap was abandoned */
 extern HAK_HIDDEN __thread hak_heap_t *hak_tls_heap;
 

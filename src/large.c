@@ -84,7 +84,6 @@
 #include "registry.h"
 
 #define CACHE_SLOTS 16
-#define SLACKSHIFT 1
 #define GUARD HAK_SS_SIZE     /* the last 2 MiB region of every large mapping */
 #define CACHE_MAP_MAX ((size_t)1 << 30)  /* larger mappings are unmapped when freed */
 

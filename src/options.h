@@ -10,7 +10,7 @@ void hak_options_init(void);
 
 /* The fast paths (alloc.c's hak_malloc_inline, free.c's hak_free_inline):
  * malloc serves sizes below hak_fast_limit with hak_heap_pop, and free frees
- * blocks that owned[] proves local with hak_heap_free_local.  Both are off
+ * blocks that owned[] proves local with free_local_fast.  Both are off
  * (limit 0, owned[] empty) before initialisation, in secure mode and with
  * statistics: those calls take the out-of-line paths, which check and
  * count.  Written once by hak_init_slow. */

@@ -52,11 +52,11 @@ void hak_partial_release(hak_heap_t *h, hak_slab_t *s)
 {
   hak_superslab_t *ss = hak_ss_of(s);
   hak_ss_free_slab(h, s);
-  if (hak_ss_empty(ss) && h->empty_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
+  if (hak_ss_unused(ss) && h->unused_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
   hak_ss_purge(h, false);
 }
 
-void hak_heap_free_local_slow(hak_heap_t *h, hak_slab_t *s)
+void hak_slab_push_slow(hak_heap_t *h, hak_slab_t *s)
 {
   if (h->state != HAK_HEAP_LIVE) return;  /* abandoning: lists are being torn down */
   if (s->state == HAK_SLAB_FULL) {
@@ -85,7 +85,7 @@ void hak_partial_drain_delayed(hak_heap_t *h)
       later = b;
       if (later_tail == NULL) later_tail = b;
     } else {
-      hak_heap_push_block(h, s, b);  /* counted by its freer */
+      hak_slab_push(h, s, b);  /* counted by its freer */
     }
     b = next;
   }
@@ -100,7 +100,7 @@ void hak_partial_sweep(hak_heap_t *h, size_t c)
   hak_slab_t *s = h->partial[c];
   for (size_t n = s ? 1 : 0; s != NULL; n++) {
     hak_slab_t *next = s->next == h->partial[c] ? NULL : s->next;
-    if (hak_remote_pending(s) == s->used && hak_remote_collect(s, HAK_RS_KEEP) > 0 && s->used == 0) {
+    if (hak_remote_pending(s) == s->used && hak_remote_collect(s, HAK_RS_KEEP_STATE) > 0 && s->used == 0) {
       hak_partial_remove(h, s);
       hak_partial_release(h, s);
     }

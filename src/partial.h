@@ -31,12 +31,12 @@ static inline bool hak_slab_take_rfree(hak_slab_t *s)
 }
 
 
-void hak_heap_free_local_slow(hak_heap_t *h, hak_slab_t *s);
+void hak_slab_push_slow(hak_heap_t *h, hak_slab_t *s);
 
 /* Put a free block of a slab this heap owns back on the slab's list.  The
  * current slab needs nothing more; another slab does when it becomes empty
  * (give it back) or was full (back on the partial list). */
-static inline void hak_heap_push_block(hak_heap_t *h, hak_slab_t *s, hak_block_t *b)
+static inline void hak_slab_push(hak_heap_t *h, hak_slab_t *s, hak_block_t *b)
 {
   hak_block_set_next(b, s->free);
   s->free = b;
@@ -45,7 +45,7 @@ static inline void hak_heap_push_block(hak_heap_t *h, hak_slab_t *s, hak_block_t
   /* One rarely taken branch, computed without branches: whether the slab
    * is the current one varies from free to free (a free of a random block
    * mispredicted 0.3 times per larson step on "state != CUR" alone). */
-  if (HAK_UNLIKELY((st == HAK_SLAB_FULL) | ((used == 0) & (st != HAK_SLAB_CUR)))) hak_heap_free_local_slow(h, s);
+  if (HAK_UNLIKELY((st == HAK_SLAB_FULL) | ((used == 0) & (st != HAK_SLAB_CUR)))) hak_slab_push_slow(h, s);
 }
 
 /* Partial lists: per class, circular, oldest first (partial.c). */

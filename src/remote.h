@@ -28,6 +28,10 @@ static inline void hak_remote_defer(hak_heap_t *h, hak_slab_t *s, hak_block_t *b
   if (HAK_UNLIKELY(e->slab != s)) hak_remote_pend_start(h, e, s, b);
   else hak_remote_pend_add(h, e, s, b);
 }
+/* Owner: take s's remote stack into its free lists and set the state to
+ * new_state (a HAK_RS_* state, or HAK_RS_KEEP_STATE to leave it as it is);
+ * the number of blocks taken. */
+#define HAK_RS_KEEP_STATE ((uintptr_t)4)
 uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state);
 uint32_t hak_remote_pending(hak_slab_t *s);
 bool hak_remote_mark_full(hak_slab_t *s);

@@ -30,19 +30,19 @@
 #define SECURE_PAD 0xA5
 #define TRAILER ((uint32_t)sizeof(uint32_t))
 
-static inline uint32_t trailer_key(const void *p)
+static inline uint32_t secure_key(const void *p)
 {
   uintptr_t k = hak_keys.check ^ ((uintptr_t)p * 0x9e3779b97f4a7c15ull);
   return (uint32_t)(k ^ (k >> 32));
 }
-static inline uint32_t *trailer_of(uint8_t *p, uint32_t bs) { return (uint32_t *)(p + bs - TRAILER); }
+static inline uint32_t *secure_trailer(uint8_t *p, uint32_t bs) { return (uint32_t *)(p + bs - TRAILER); }
 
 /* p's requested size, or SIZE_MAX if its trailer is not one malloc wrote. */
-static size_t trailer_size(uint8_t *p, uint32_t bs)
+static size_t secure_size(uint8_t *p, uint32_t bs)
 {
   uint32_t raw;
-  memcpy(&raw, trailer_of(p, bs), sizeof raw);
-  uint32_t slack = raw ^ trailer_key(p);
+  memcpy(&raw, secure_trailer(p, bs), sizeof raw);
+  uint32_t slack = raw ^ secure_key(p);
   if (raw == 0 || slack < TRAILER || slack > bs) return SIZE_MAX;
   return bs - slack;
 }
@@ -71,8 +71,8 @@ void *hak_secure_prepare(void *block, size_t n, size_t c)
   if (HAK_UNLIKELY(any != 0)) hak_fatal("malloc(): heap corruption: a free block was written after free", p);
   memset(p, 0, sizeof(hak_block_t));
   memset(p + n, SECURE_PAD, bs - TRAILER - n);
-  uint32_t t = (uint32_t)(bs - n) ^ trailer_key(p);
-  memcpy(trailer_of(p, bs), &t, sizeof t);
+  uint32_t t = (uint32_t)(bs - n) ^ secure_key(p);
+  memcpy(secure_trailer(p, bs), &t, sizeof t);
   return p;
 }
 
@@ -82,7 +82,7 @@ void hak_secure_free(hak_slab_t *s, void *ptr, bool owner)
 {
   uint8_t *p = ptr;
   uint32_t bs = s->block_size;
-  size_t n = trailer_size(p, bs);
+  size_t n = secure_size(p, bs);
   if (n == SIZE_MAX) hak_fatal("free(): heap corruption: the end of a block was overwritten (buffer overflow)", p);
   for (size_t i = n; i < bs - TRAILER; i++)
     if (p[i] != SECURE_PAD)
@@ -93,8 +93,8 @@ void hak_secure_free(hak_slab_t *s, void *ptr, bool owner)
   if (owner && p != s->start) {
     uint8_t *q = p - bs;
     uint32_t raw;
-    memcpy(&raw, trailer_of(q, bs), sizeof raw);
-    if (raw != 0 && trailer_size(q, bs) == SIZE_MAX)
+    memcpy(&raw, secure_trailer(q, bs), sizeof raw);
+    if (raw != 0 && secure_size(q, bs) == SIZE_MAX)
       hak_fatal("free(): heap corruption: the bytes before a block were overwritten (buffer underflow)", p);
   }
   memset(p + sizeof(hak_block_t), 0, bs - TRAILER - sizeof(hak_block_t));
@@ -102,7 +102,7 @@ void hak_secure_free(hak_slab_t *s, void *ptr, bool owner)
 
 size_t hak_secure_usable(hak_slab_t *s, const void *p)
 {
-  size_t n = trailer_size((uint8_t *)p, s->block_size);
+  size_t n = secure_size((uint8_t *)p, s->block_size);
   if (n == SIZE_MAX) hak_fatal("malloc_usable_size(): heap corruption: the end of a block was overwritten", p);
   return n;
 }

@@ -87,7 +87,7 @@ void hak_ss_heap_reset(hak_heap_t *h)
 {
   for (size_t i = 0; i < HAK_OWNED_SLOTS; i++) h->owned[i] = HAK_OWNED_NONE;
   h->ss_list = h->ss_tail = NULL;
-  h->empty_ss = h->dirty_units = 0;
+  h->unused_ss = h->dirty_units = 0;
   h->swept_ms = 0;
 }
 
@@ -95,7 +95,7 @@ void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss)
 {
   list_insert(h, ss);
   if (hak_fast_on()) HAK_OWNED_SLOT(h, ss) = hak_owned_key(ss);
-  if (hak_ss_empty(ss)) h->empty_ss++;
+  if (hak_ss_unused(ss)) h->unused_ss++;
   /* Its free pages get a full purge delay with the new owner (an adopter
    * adopted it to allocate: they are about to be reused, not purged and
    * refaulted). */
@@ -107,7 +107,7 @@ void hak_ss_unlink(hak_heap_t *h, hak_superslab_t *ss)
 {
   list_remove(h, ss);
   if (HAK_OWNED_SLOT(h, ss) == hak_owned_key(ss)) HAK_OWNED_SLOT(h, ss) = HAK_OWNED_NONE;
-  if (hak_ss_empty(ss)) h->empty_ss--;
+  if (hak_ss_unused(ss)) h->unused_ss--;
   h->dirty_units -= (uint32_t)__builtin_popcount(ss->dirty_units);
 }
 
@@ -181,7 +181,7 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
     if (u < 0) continue;
     pick = ss;
     unit = u;
-    if (!hak_ss_empty(ss)) break;  /* prefer filling SuperSlabs in use */
+    if (!hak_ss_unused(ss)) break;  /* prefer filling SuperSlabs in use */
   }
   if (pick == NULL) {
     if (!may_map) return NULL;
@@ -195,7 +195,7 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   h->dirty_units -= (uint32_t)__builtin_popcount(dirty);
   ss->dirty_units &= ~m;
   ss->dirty_aged &= ~m;
-  if (hak_ss_empty(ss)) h->empty_ss--;
+  if (hak_ss_unused(ss)) h->unused_ss--;
   ss->free_units &= ~m;
   if (ss->free_units == 0) {  /* now full: behind the others */
     list_remove(h, ss);
@@ -269,7 +269,7 @@ void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s)
   uint32_t newly_dirty = m & ~ss->dirty_units;
   ss->dirty_units |= m;
   h->dirty_units += (uint32_t)__builtin_popcount(newly_dirty);
-  if (hak_ss_empty(ss)) h->empty_ss++;
+  if (hak_ss_unused(ss)) h->unused_ss++;
 }
 
 static void purge_units(hak_superslab_t *ss, uint32_t units);

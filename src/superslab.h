@@ -6,7 +6,7 @@
 #include "types.h"
 
 /* No slab in it: every unit free. */
-static inline bool hak_ss_empty(const hak_superslab_t *ss) { return ss->free_units == HAK_ALL_UNITS; }
+static inline bool hak_ss_unused(const hak_superslab_t *ss) { return ss->free_units == HAK_ALL_UNITS; }
 
 static inline hak_superslab_t *hak_ss_of(const void *p)
 {

@@ -37,7 +37,7 @@ void hak_tcache_flush(hak_heap_t *h, size_t c, uint32_t keep)
      * owner (a cache miss per block: 4.5% of churn's L1 misses). */
     if (HAK_LIKELY(HAK_OWNED_SLOT(h, rest) == hak_owned_key(rest) ||
                    atomic_load_explicit(&ss->owner, memory_order_relaxed) == h))
-      hak_heap_push_block(h, s, rest);
+      hak_slab_push(h, s, rest);
     else
       hak_remote_defer(h, s, rest);
     h->tcache_room[c]++;

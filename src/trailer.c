@@ -21,7 +21,7 @@
  *
  * Cost: nothing on the paths of the smaller classes (bench/insn.sh: the
  * same instructions a pair).  Sizes above HAK_UNTRAILED_MAX leave malloc's
- * inline path for hak_malloc_medium; a free of a trailed block goes
+ * inline path for hak_malloc_generic; a free of a trailed block goes
  * through the thread cache's overflow path (hak_tcache_overflow: the
  * units' unit_tcls is HAK_TCLS_TRAILED, whose cache has no room) or
  * free_remote's class test.  Per block: two cache lines written by malloc

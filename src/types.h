@@ -63,8 +63,7 @@ typedef struct hak_keys {
  *   NEVER_DELAYED   the owner heap is going away: push on this stack only.
  * Padded to a cache line: remote freers of different slabs do not share lines,
  * and none shares a line with the owner's slab metadata. */
-enum { HAK_RS_NORMAL = 0, HAK_RS_USE_DELAYED = 1, HAK_RS_DELAYED_FREEING = 2, HAK_RS_NEVER_DELAYED = 3,
-       HAK_RS_KEEP = 4 /* hak_remote_collect: leave the state as it is */ };
+enum { HAK_RS_NORMAL = 0, HAK_RS_USE_DELAYED = 1, HAK_RS_DELAYED_FREEING = 2, HAK_RS_NEVER_DELAYED = 3 };
 #define HAK_RS_MASK ((uintptr_t)3)
 /* The head word also counts the blocks on the stack in its top 16 bits, so
  * the owner takes them without walking the list (a walk is a cache miss per
@@ -222,7 +221,7 @@ typedef struct hak_remote_row {
   hak_counter_t overflow;
 } hak_remote_row_t;
 
-enum { HAK_HEAP_EMPTY = 0, HAK_HEAP_LIVE, HAK_HEAP_DEAD };
+enum { HAK_HEAP_UNSTARTED = 0, HAK_HEAP_LIVE, HAK_HEAP_DEAD };
 
 /* A run of remote frees a heap holds back (remote.c): n blocks of slab
  * (another heap's, or nobody's), linked as a free list first..last (last's
@@ -236,14 +235,14 @@ typedef struct hak_pend {
 
 /* 64: with 16, two SuperSlabs of a heap that owns a few of them often
  * shared a slot and evicted each other, and each miss took the registry
- * (churn at 4 threads: 3% of its time in hak_free_other/free_local). */
+ * (churn at 4 threads: 3% of its time in hak_free_generic/free_local). */
 #define HAK_OWNED_SLOTS 64
 #define HAK_OWNED_NONE  UINTPTR_MAX   /* never a SuperSlab's address */
 
 /* A thread heap.  Everything but `delayed` and `stats` is touched only by the
  * thread that owns the heap (a parked heap, see heap.c: by the thread that
  * took it off the parked list, under the list's lock).  cur[c] is never
- * NULL (it points at the shared empty slab when the class has no slab), so
+ * NULL (it points at the sentinel slab, hak_slab_sentinel, when the class has no slab), so
  * the fast path has one test.
  * Heaps are never unmapped: a heap whose thread exited goes back to the pool
  * and is reused, so a stale pointer to it never faults.
@@ -253,7 +252,7 @@ typedef struct hak_pend {
  *               park_prev, park_next, parked_ms
  *   tcache      tcache, tcache_room, tcache_grown
  *   partial     partial
- *   superslab   owned, ss_list, ss_tail, empty_ss, dirty_units, swept_ms, color
+ *   superslab   owned, ss_list, ss_tail, unused_ss, dirty_units, swept_ms, color
  *   remote      pend_key, pend_runs, pend; delayed (other threads push, the
  *               owner takes)
  *   stats       id, tid, name, rrow; stats is counted through stats.h's
@@ -264,7 +263,7 @@ struct hak_heap {
    * into one of them needs no registry lookup.  Exact: a slot holds k only
    * while the heap owns that SuperSlab (hak_ss_link sets it, hak_ss_unlink
    * clears it); other owned SuperSlabs are found through the registry
-   * (hak_free_other in free.c, which puts them back in their slot).  All slots
+   * (hak_free_generic in free.c, which puts them back in their slot).  All slots
    * HAK_OWNED_NONE while the fast paths are off (hak_fast_on). */
   uintptr_t owned[HAK_OWNED_SLOTS];
   /* The thread cache: per class, a LIFO of blocks this thread freed, which
@@ -294,7 +293,7 @@ struct hak_heap {
   int state;                                /* HAK_HEAP_* */
   hak_slab_t *partial[HAK_NUM_CLASSES];     /* slabs with room: circular, oldest first */
   hak_superslab_t *ss_list, *ss_tail;       /* SuperSlabs owned: with room first */
-  uint32_t empty_ss;                        /* owned SuperSlabs fully empty */
+  uint32_t unused_ss;                        /* owned SuperSlabs fully empty */
   uint32_t dirty_units;                     /* free units maybe committed */
   uint64_t swept_ms;                        /* last purge sweep (superslab.c) */
   uint64_t maintained_ms;                   /* last heap_maintain pass */
