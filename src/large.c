@@ -5,14 +5,14 @@
  * Layout of a mapping (E = map_size - GUARD):
  *   [0, PAGE)      the header (hak_large_t), always readable and writable;
  *   [PAGE, user)   a hole, never touched by the block's holder;
- *   user - 8       a canary word (hak_keys.check ^ user), checked by free and
+ *   user - 8       a canary word (canary.h, of address user), checked by free and
  *                  realloc: a buffer underflow of the block overwrites it;
  *   [user, E)      the block, placed so that it ends at E (a block that
  *                  realloc made starts at the bottom instead, with room to
  *                  grow above it: realloc will likely grow it again);
  *   [user + usable, E)  when the block's size is not a multiple of its
  *                  alignment, the bytes left before the guard (at most
- *                  TAIL_MAX, large_tail): canary bytes, checked by free and
+ *                  TAIL_MAX, large_tail): canary bytes (canary.h), checked by free and
  *                  realloc, so an overflow of 1 to 15 bytes is caught
  *                  there (the guard catches the rest); malloc_usable_size
  *                  is then the size asked for;
@@ -79,7 +79,7 @@
 #include "large.h"
 #include "os.h"
 #include "options.h"
-#include "block.h"
+#include "canary.h"
 #include "stats.h"
 #include "registry.h"
 
@@ -140,12 +140,8 @@ static inline size_t large_end(const hak_large_t *l) { return l->map_size - GUAR
  * [dirty_from, E) may be committed, pages below it are not). */
 static inline size_t large_committed(const hak_large_t *l) { return large_end(l) - l->dirty_from; }
 
-static inline uintptr_t large_canary(const void *user) { return hak_keys.check ^ (uintptr_t)user; }
-
-/* The canary bytes after a fresh block (top comment): from the secret key,
- * high bit set (text, the commonest overflow, never matches). */
+/* The most canary bytes after a fresh block (top comment). */
 #define TAIL_MAX 64
-static inline uint8_t large_tail_byte(size_t i) { return (uint8_t)(hak_keys.check >> (8 * (i & 7))) | 0x80; }
 
 /* The canary bytes of l: the bytes between its block and the guard when
  * there are at most TAIL_MAX (a fresh block whose size is not a multiple of
@@ -158,26 +154,20 @@ static size_t large_tail(const hak_large_t *l)
   return rest <= TAIL_MAX ? rest : 0;
 }
 
-static void large_write_tail(hak_large_t *l)
-{
-  uint8_t *t = (uint8_t *)l->user + l->usable;
-  for (size_t i = 0, n = large_tail(l); i < n; i++) t[i] = large_tail_byte(i);
-}
+static void large_write_tail(hak_large_t *l) { hak_canary_fill((uint8_t *)l->user + l->usable, large_tail(l)); }
 
 static void large_check_tail(const hak_large_t *l)
 {
-  const uint8_t *t = (const uint8_t *)l->user + l->usable;
-  for (size_t i = 0, n = large_tail(l); i < n; i++)
-    if (HAK_UNLIKELY(t[i] != large_tail_byte(i)))
-      hak_fatal("free(): heap corruption: the bytes after a large block were overwritten (buffer overflow)",
-                l->user);
+  if (HAK_UNLIKELY(!hak_canary_intact((const uint8_t *)l->user + l->usable, large_tail(l))))
+    hak_fatal("free(): heap corruption: the bytes after a large block were overwritten (buffer overflow)",
+              l->user);
 }
 
 /* free()/realloc() of a block whose canary word is gone: the program wrote
  * before the start of its block. */
 static void large_check_canary(const hak_large_t *l)
 {
-  if (HAK_UNLIKELY(((const uintptr_t *)l->user)[-1] != large_canary(l->user)))
+  if (HAK_UNLIKELY(((const uintptr_t *)l->user)[-1] != hak_canary_word(l->user)))
     hak_fatal("free(): heap corruption: the bytes before a large block were overwritten (buffer underflow)",
               l->user);
 }
@@ -466,7 +456,7 @@ static hak_large_t *large_grow_mapping(hak_large_t *l, size_t map_size)
    * it is not pinned down.  With this, 0 in 90 runs; the cost is that a
    * later calloc of this mapping zeroes pages that may already be zero. */
   n->dirty_from = HAK_PAGE_SIZE;
-  ((uintptr_t *)n->user)[-1] = large_canary(n->user);  /* the canary names the address */
+  ((uintptr_t *)n->user)[-1] = hak_canary_word(n->user);  /* the canary names the address */
   hak_os_protect((char *)n + end, GUARD, false);
   large_hugepage(n, HAK_SS_SIZE, end);
   hak_map_set_range(n, map_size, large_region_tag_base(n));
@@ -579,7 +569,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
    * the live bytes peak at 352 MiB. */
   size_t below = off - sizeof(uintptr_t);  /* the canary word */
   if (l->dirty_from < below && below - l->dirty_from > l->usable / 8) large_purge_below(l, below);
-  ((uintptr_t *)l->user)[-1] = large_canary(l->user);
+  ((uintptr_t *)l->user)[-1] = hak_canary_word(l->user);
   if ((zero || hak_opt.secure) && l->dirty_from < off + usable) {
     size_t from = l->dirty_from > off ? l->dirty_from : off;
     memset((char *)l + from, 0, off + usable - from);

@@ -4,9 +4,10 @@
  * theirs here:
  *
  *   [0, n)          the program's n bytes (malloc_usable_size says n);
- *   [n, bs - 4)     padding, every byte SECURE_PAD;
- *   [bs - 4, bs)    the trailer: (bs - n) ^ a per-block key (hak_keys.check
- *                   mixed with the block's address), 0 if never allocated.
+ *   [n, bs - 4)     padding: canary bytes (canary.h);
+ *   [bs - 4, bs)    the trailer: (bs - n) ^ the canary word of the block's
+ *                   address folded to 32 bits (canary.h), 0 if never
+ *                   allocated.
  *
  * The class is chosen for n + 4 (at least 32 bytes: a free block's list
  * words stay clear of the trailer), so every block has its trailer.  free
@@ -25,14 +26,14 @@
 #include "secure.h"
 #include "os.h"
 #include "size_class.h"
-#include "block.h"
+#include "canary.h"
 
-#define SECURE_PAD 0xA5
 #define TRAILER ((uint32_t)sizeof(uint32_t))
 
+/* The trailer's key: p's canary word folded to 32 bits. */
 static inline uint32_t secure_key(const void *p)
 {
-  uintptr_t k = hak_keys.check ^ ((uintptr_t)p * 0x9e3779b97f4a7c15ull);
+  uint64_t k = hak_canary_word(p);
   return (uint32_t)(k ^ (k >> 32));
 }
 static inline uint32_t *secure_trailer(uint8_t *p, uint32_t bs) { return (uint32_t *)(p + bs - TRAILER); }
@@ -70,7 +71,7 @@ void *hak_secure_prepare(void *block, size_t n, size_t c)
   for (; i < end; i++) any |= p[i];
   if (HAK_UNLIKELY(any != 0)) hak_fatal("malloc(): heap corruption: a free block was written after free", p);
   memset(p, 0, sizeof(hak_block_t));
-  memset(p + n, SECURE_PAD, bs - TRAILER - n);
+  hak_canary_fill(p + n, bs - TRAILER - n);
   uint32_t t = (uint32_t)(bs - n) ^ secure_key(p);
   memcpy(secure_trailer(p, bs), &t, sizeof t);
   return p;
@@ -84,9 +85,8 @@ void hak_secure_free(hak_slab_t *s, void *ptr, bool owner)
   uint32_t bs = s->block_size;
   size_t n = secure_size(p, bs);
   if (n == SIZE_MAX) hak_fatal("free(): heap corruption: the end of a block was overwritten (buffer overflow)", p);
-  for (size_t i = n; i < bs - TRAILER; i++)
-    if (p[i] != SECURE_PAD)
-      hak_fatal("free(): heap corruption: the bytes after a block were overwritten (buffer overflow)", p);
+  if (!hak_canary_intact(p + n, bs - TRAILER - n))
+    hak_fatal("free(): heap corruption: the bytes after a block were overwritten (buffer overflow)", p);
   /* Only the owner allocates in this slab, so the trailer of the block
    * before cannot change under it; a remote freer of that block leaves
    * its trailer alone. */

@@ -7,11 +7,10 @@
  * HAK_TRAIL_ROOM instead (alloc.c, hak_trailed_class), so there is always
  * room.  Layout of the block (block size bs):
  *   [0, n)           the caller's (malloc_usable_size is n);
- *   [n, n + CANARY)  canary bytes, from the secret key with the high bit set
- *                    (text, the commonest overflow, never matches them);
+ *   [n, n + CANARY)  canary bytes (canary.h);
  *   ...              unused;
- *   [bs - 8, bs)     the trailer word, n ^ hak_keys.link ^ the block's
- *                    address.
+ *   [bs - 8, bs)     the trailer word, n ^ the canary word of the block's
+ *                    address (canary.h).
  * An overflow of the block hits the canary bytes; an underflow of the block
  * after it hits the word (it then decodes to no size that fits).  Who
  * writes: whoever hands the block out (malloc, calloc, the aligned
@@ -36,16 +35,11 @@
 #include "trailer.h"
 #include "os.h"
 #include "size_class.h"
-#include "block.h"
+#include "canary.h"
 
-#define CANARY 16  /* HAK_TRAIL_ROOM - 8: the canary, then the word */
+#define CANARY 16  /* HAK_TRAIL_ROOM - 8: the canary bytes, then the word */
 
-/* The canary: CANARY bytes, two copies of one word from the key, each byte
- * with its high bit set; written and compared a word at a time (unaligned:
- * n is any size). */
-static inline uint64_t canary_word(void) { return (hak_keys.link >> 4) | 0x8080808080808080ull; }
 static inline uint64_t *trailer_word(const void *p, size_t bs) { return (uint64_t *)((uintptr_t)p + bs - 8); }
-static inline uint64_t trailer_code(const void *p) { return hak_keys.link ^ (uintptr_t)p; }
 
 int hak_trailed_class(size_t n, size_t align)
 {
@@ -57,17 +51,15 @@ int hak_trailed_class(size_t n, size_t align)
 void *hak_trailer_set(void *p, size_t n, size_t cls)
 {
   if (p == NULL) return NULL;
-  uint64_t w = canary_word();
-  memcpy((char *)p + n, &w, 8);
-  memcpy((char *)p + n + 8, &w, 8);
-  *trailer_word(p, hak_class_size[cls]) = n ^ trailer_code(p);
+  hak_canary_fill((char *)p + n, CANARY);
+  *trailer_word(p, hak_class_size[cls]) = n ^ hak_canary_word(p);
   return p;
 }
 
 size_t hak_trailer_size(const void *p, size_t cls)
 {
   size_t bs = hak_class_size[cls];
-  uint64_t n = *trailer_word(p, bs) ^ trailer_code(p);
+  uint64_t n = *trailer_word(p, bs) ^ hak_canary_word(p);
   if (HAK_UNLIKELY(n > bs - HAK_TRAIL_ROOM))
     hak_fatal("heap corruption: the end of a block was overwritten (buffer overflow, or underflow of the block "
               "after it)", p);
@@ -77,10 +69,7 @@ size_t hak_trailer_size(const void *p, size_t cls)
 size_t hak_trailer_check(const void *p, size_t cls)
 {
   size_t n = hak_trailer_size(p, cls);
-  uint64_t a, b, w = canary_word();
-  memcpy(&a, (const char *)p + n, 8);
-  memcpy(&b, (const char *)p + n + 8, 8);
-  if (HAK_UNLIKELY((a ^ w) | (b ^ w)))
+  if (HAK_UNLIKELY(!hak_canary_intact((const char *)p + n, CANARY)))
     hak_fatal("heap corruption: the bytes after a block were overwritten (buffer overflow)", p);
   return n;
 }
