@@ -80,9 +80,7 @@ static inline void *hak_malloc_inline(size_t n)
 static void count_alloc(const void *p, size_t cls)
 {
   if (hak_boot_owns(p)) return;  /* start-up memory: never counted, freed or not */
-  hak_heap_t *h = hak_tls_heap;
-  if (h->state == HAK_HEAP_LIVE) hak_count(&h->stats.allocs[cls], 1);
-  else hak_gcount(&hak_gstats.folded.allocs[cls], 1);  /* a heap made for one block and abandoned */
+  HAK_COUNT(hak_tls_heap, allocs[cls], 1);  /* not live: a heap made for one block and abandoned */
 }
 
 /* A block of class cls for any caller but malloc's fast path: counted. */

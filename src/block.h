@@ -8,9 +8,11 @@
 extern HAK_HIDDEN hak_keys_t hak_keys;
 void hak_block_init(void);  /* the keys, once, at initialisation (init.c) */
 
+/* A free block whose two words no longer match: abort with the message. */
 _Noreturn void hak_block_corrupt(const void *b);
-/* The same for malloc's pops, returning (never) a value: there the call is
- * a tail jump, so malloc's fast path needs no stack frame. */
+/* The same for malloc's pops, returning (never) a value, declared
+ * non-NULL: there the call is a tail jump and the caller's test for NULL
+ * folds away, so malloc's fast path needs no stack frame. */
 __attribute__((returns_nonnull)) void *hak_block_corrupt_pop(const void *b);
 
 static inline bool hak_block_is_free(const hak_block_t *b)

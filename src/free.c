@@ -14,7 +14,7 @@
 
 /* A free whose pointer failed the block-start or double-free check (the
  * owner's limit is the carved capacity, another thread's the reservation). */
-_Noreturn HAK_COLD void hak_free_invalid(const void *p, bool owner)
+static _Noreturn HAK_COLD void free_invalid(const void *p, bool owner)
 {
   hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
   /* A block start past the carved capacity is free too when its slab went
@@ -45,7 +45,7 @@ static inline void free_local_fast(hak_heap_t *h, void *p)
   HAK_ONE_VALUE(s);
   hak_block_t *b = (hak_block_t *)p;
   /* The block-start check comes first: only a block start may be read. */
-  if (HAK_UNLIKELY(!hak_slab_is_block(s, p) || hak_block_is_free(b))) hak_free_invalid(p, true);
+  if (HAK_UNLIKELY(!hak_slab_is_block(s, p) || hak_block_is_free(b))) free_invalid(p, true);
   /* The list from the SuperSlab's header, not the slab: the push waits on
    * one load fewer. */
   size_t c = ss->unit_tcls[u];
@@ -54,30 +54,19 @@ static inline void free_local_fast(hak_heap_t *h, void *p)
 
 /* -------------------------------------------------------------------- free */
 
-static inline void count_on(hak_counter_t *c)  /* hak_count, statistics known on */
-{
-  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
-}
-
 /* A free of a block of another heap's slab (owner: the slab's carver), with
  * statistics on. */
 static void count_free_remote(hak_heap_t *h, size_t cls, uint32_t owner)
 {
-  if (h->state == HAK_HEAP_LIVE) {
-    count_on(&h->stats.frees[cls]);
-    count_on(&h->stats.remote_frees);
-  } else {
-    hak_gcount(&hak_gstats.folded.frees[cls], 1);
-    hak_gcount(&hak_gstats.folded.remote_frees, 1);
-  }
+  HAK_COUNT(h, frees[cls], 1);
+  HAK_COUNT(h, remote_frees, 1);
   if (hak_opt.stats >= 2) hak_stats_count_remote(h, owner);
 }
 
 static void free_foreign(hak_heap_t *h, void *p)
 {
   if (p == NULL || hak_boot_owns(p)) return;
-  if (h->state == HAK_HEAP_LIVE) hak_count(&h->stats.foreign_frees, 1);
-  else if (hak_opt.stats) hak_gcount(&hak_gstats.folded.foreign_frees, 1);
+  HAK_COUNT(h, foreign_frees, 1);
   hak_sys_free(p);
 }
 
@@ -85,7 +74,7 @@ static void free_foreign(hak_heap_t *h, void *p)
  * statistics, a thread without a live heap, a trailed block. */
 static HAK_NOINLINE void free_remote_checked(hak_heap_t *h, hak_superslab_t *ss, hak_slab_t *s, void *p)
 {
-  if (!hak_slab_is_block_remote(s, p) || hak_block_is_free((hak_block_t *)p)) hak_free_invalid(p, false);
+  if (!hak_slab_is_block_remote(s, p) || hak_block_is_free((hak_block_t *)p)) free_invalid(p, false);
   if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, false);
   else if (hak_class_trailed(s->cls)) trailer_free_checked(h, s, p);
   /* Counted before the push: then the owner may reuse the slab. */
@@ -161,7 +150,7 @@ static inline void free_remote(hak_heap_t *h, void *p)
 static void free_local_checked(hak_heap_t *h, void *p)
 {
   hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
-  if (!hak_slab_is_block(s, p) || hak_block_is_free((hak_block_t *)p)) hak_free_invalid(p, true);
+  if (!hak_slab_is_block(s, p) || hak_block_is_free((hak_block_t *)p)) free_invalid(p, true);
   if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, true);
   else if (hak_class_trailed(s->cls)) trailer_free_checked(h, s, p);
   hak_count(&h->stats.frees[s->cls], 1);

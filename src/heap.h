@@ -6,8 +6,8 @@
 #include "partial.h"
 #include "tcache.h"
 
-extern HAK_HIDDEN hak_slab_t hak_slab_sentinel;
-extern HAK_HIDDEN hak_heap_t hak_heap_unstarted;      /* before a thread's first malloc */
+extern HAK_HIDDEN hak_slab_t hak_slab_sentinel;  /* no block: cur[c] of a class without a slab */
+extern HAK_HIDDEN hak_heap_t hak_heap_unstarted;  /* a thread's, before its first malloc or free */
 extern HAK_HIDDEN hak_heap_t hak_heap_dead;       /* after the thread's heap was abandoned */
 extern HAK_HIDDEN __thread hak_heap_t *hak_tls_heap;
 
@@ -21,14 +21,20 @@ hak_heap_t *hak_heap_thread_start(hak_heap_t *want);
  * destructor's malloc after the heap's): from a heap made for it alone and
  * abandoned at once, so nothing it owns is stranded. */
 void *hak_heap_alloc_orphan(size_t cls);
-void  hak_heap_collect(hak_heap_t *h, bool force);
-hak_heap_t *hak_heap_acquire(void);
+/* The heap of a thread whose first call is a free of a block tagged tag
+ * (registry.h): the heap parked last if it owns the block, else as
+ * hak_heap_thread_start; h itself if none can be had. */
 hak_heap_t *hak_heap_thread_get(hak_heap_t *h, uintptr_t tag);
-void  hak_heap_abandon(hak_heap_t *h);
-void  hak_heap_init(void);
-void  hak_heap_before_fork(void);
+hak_heap_t *hak_heap_acquire(void);       /* an empty heap, live, not the thread's */
+void  hak_heap_abandon(hak_heap_t *h);    /* hand everything h owns to the living threads */
+/* Give back what h caches (thread cache, pending frees, empty slabs, free
+ * pages; with force, parked heaps and the transfer cache too), then unmap
+ * every retired region. */
+void  hak_heap_collect(hak_heap_t *h, bool force);
+void  hak_heap_init(void);                /* the thread-exit key (init.c) */
+void  hak_heap_before_fork(void);         /* take the heaps' rare-path locks */
 void  hak_heap_after_fork(bool child);
-hak_heap_t *hak_heap_list(void);
+hak_heap_t *hak_heap_list(void);          /* every heap ever made (statistics) */
 
 /* Small-block fast path (the whole of malloc for a thread's own blocks): no
  * lock, no atomic read-modify-write, no fence, no statistics (with

@@ -476,13 +476,12 @@ static hak_large_t *large_grow_mapping(hak_large_t *l, size_t map_size)
  * thread without a live heap. */
 static void count_large(hak_heap_t *h, bool alloc, uint64_t blocks, size_t bytes)
 {
-  if (!hak_opt.stats) return;
-  if (h->state == HAK_HEAP_LIVE) {
-    hak_count(alloc ? &h->stats.large_allocs : &h->stats.large_frees, blocks);
-    hak_count(alloc ? &h->stats.large_bytes_alloc : &h->stats.large_bytes_free, bytes);
+  if (alloc) {
+    HAK_COUNT(h, large_allocs, blocks);
+    HAK_COUNT(h, large_bytes_alloc, bytes);
   } else {
-    hak_gcount(alloc ? &hak_gstats.folded.large_allocs : &hak_gstats.folded.large_frees, blocks);
-    hak_gcount(alloc ? &hak_gstats.folded.large_bytes_alloc : &hak_gstats.folded.large_bytes_free, bytes);
+    HAK_COUNT(h, large_frees, blocks);
+    HAK_COUNT(h, large_bytes_free, bytes);
   }
 }
 
@@ -612,8 +611,7 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   /* Freed by a thread that did not allocate it (ids, not tags: a heap is
    * reused by the next thread, with a new id but the same tag). */
   if (hak_opt.stats && atomic_load_explicit(&h->id, memory_order_relaxed) != l->owner_id) {
-    if (h->state == HAK_HEAP_LIVE) hak_count(&h->stats.remote_frees, 1);
-    else hak_gcount(&hak_gstats.folded.remote_frees, 1);
+    HAK_COUNT(h, remote_frees, 1);
     if (hak_opt.stats >= 2) hak_stats_count_remote(h, l->owner_id);
   }
   if (!large_warm()) return large_discard(l);

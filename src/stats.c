@@ -206,10 +206,8 @@ static void pairs_add(uint32_t freer, uint32_t owner, uint64_t n)
 
 void hak_stats_count_trail(hak_heap_t *h, uint64_t bytes, bool freed)
 {
-  hak_heap_stats_t *s = h->state == HAK_HEAP_LIVE ? &h->stats : &hak_gstats.folded;
-  hak_counter_t *c = freed ? &s->trail_out : &s->trail_in;
-  if (s == &h->stats) hak_count(c, bytes);
-  else hak_gcount(c, bytes);
+  if (freed) HAK_COUNT(h, trail_out, bytes);
+  else HAK_COUNT(h, trail_in, bytes);
 }
 
 void hak_stats_count_remote(hak_heap_t *h, uint32_t owner)

@@ -15,6 +15,18 @@ static inline void hak_gcount(_Atomic(uint64_t) *c, uint64_t n)
 {
   atomic_fetch_add_explicit(c, n, memory_order_relaxed);  /* statistics only */
 }
+
+/* Count n on counter `field` (of hak_heap_stats_t) of heap h, by h's
+ * thread, or on the process totals when h is not live (a thread whose
+ * heap is gone, or a heap made for one block): the one place that
+ * chooses.  Nothing with the statistics off. */
+#define HAK_COUNT(h, field, n) hak_count_at((h), offsetof(hak_heap_stats_t, field), (n))
+static inline void hak_count_at(hak_heap_t *h, size_t offset, uint64_t n)
+{
+  if (HAK_LIKELY(!hak_opt.stats)) return;
+  if (h->state == HAK_HEAP_LIVE) hak_count((hak_counter_t *)((char *)&h->stats + offset), n);
+  else hak_gcount((hak_counter_t *)((char *)&hak_gstats.folded + offset), n);
+}
 void hak_stats_fold(hak_heap_t *h);        /* thread exit: into the totals */
 void hak_stats_heap_start(hak_heap_t *h);  /* a heap starts serving a thread */
 void hak_stats_init(void);   /* after options: keep a descriptor for the report */
