@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the libFuzzer target fuzz/fuzz_api (clang, ASan + UBSan, fault
+# Build the libFuzzer target tests/fuzz/fuzz_api (clang, ASan + UBSan, fault
 # injection) in its own build directory and run it.
 #
 #   scripts/fuzz.sh [SECONDS]      run for SECONDS (default 60)
@@ -13,7 +13,7 @@
 #   FUZZ_ARGS        extra libFuzzer arguments
 # Exit 0 if the run ended without a crash, non-zero otherwise (libFuzzer's
 # status; the crashing input's path is in its output).  Reproduce a crash:
-#   <build dir>/fuzz/fuzz_api <artifact>
+#   <build dir>/tests/fuzz/fuzz_api <artifact>
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 secs=${1:-60}
@@ -41,15 +41,15 @@ if [[ -z "$(ls -A "$corpus")" ]]; then
   printf '\x00\x09\xc3\x00\x20\x0c\x00\xe1\x00\x0a\xc4\x00\x30\x03\x09\xa8\x0c\x00\x00\x00\x0b\xc4\x00\x30' >"$corpus/seed-faults"
 fi
 
-# Inputs that once crashed (fuzz/regress/, named after the bug) run first.
-echo "== fuzz: replay fuzz/regress/"
-"$build/fuzz/fuzz_api" -rss_limit_mb=4096 -timeout=60 "$repo"/fuzz/regress/* >"$build/regress.log" 2>&1 ||
+# Inputs that once crashed (tests/fuzz/regress/, named after the bug) run first.
+echo "== fuzz: replay tests/fuzz/regress/"
+"$build/tests/fuzz/fuzz_api" -rss_limit_mb=4096 -timeout=60 "$repo"/tests/fuzz/regress/* >"$build/regress.log" 2>&1 ||
   { tail -n 30 "$build/regress.log"; echo "fuzz.sh: a regression input crashes again" >&2; exit 1; }
 echo "== fuzz: run ${secs} s (corpus $corpus)"
 # -max_len: a program of a few hundred operations, reached soon (-len_control
 # below the default 100); -rss_limit_mb: live blocks
 # are capped at 256 MiB, plus hakmem's caches and ASan's own memory;
 # -timeout: one input (at most a few thousand operations) takes well under it.
-"$build/fuzz/fuzz_api" -max_total_time="$secs" -max_len=2048 -len_control=10 -rss_limit_mb=4096 -timeout=60 \
+"$build/tests/fuzz/fuzz_api" -max_total_time="$secs" -max_len=2048 -len_control=10 -rss_limit_mb=4096 -timeout=60 \
   -print_final_stats=1 -artifact_prefix="$build/artifacts/" ${FUZZ_ARGS:-} "$corpus"
 echo "== fuzz: PASS (no crash in ${secs} s)"

@@ -27,7 +27,7 @@
 # 5. SIGTERM: memcached exits 0 and hakmem prints its statistics line.
 set -euo pipefail
 here=$(dirname "${BASH_SOURCE[0]}")
-source "$here/../preload/lib.sh"
+source "$here/../integration/lib.sh"
 hk_init "$1"
 source "$here/server_lib.sh"
 mc=$2

@@ -36,7 +36,7 @@
 # 5. SIGTERM: redis exits 0 and hakmem prints its statistics line.
 set -euo pipefail
 here=$(dirname "${BASH_SOURCE[0]}")
-source "$here/../preload/lib.sh"
+source "$here/../integration/lib.sh"
 hk_init "$1"
 check=$3
 command -v "$2" >/dev/null 2>&1 || hk_skip "python interpreter '$2' not found"

@@ -1,4 +1,4 @@
-# Shared helpers of the server tests; sourced after tests/preload/lib.sh.
+# Shared helpers of the server tests; sourced after tests/integration/lib.sh.
 #
 #   srv_start NAME READY_CMD SERVER_CMD...
 #        pick a free loopback port ($SRV_PORT; the string @PORT@ in

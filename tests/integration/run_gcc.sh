@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The compiler under hakmem produces byte-identical objects.
-#   run_gcc.sh /path/to/libhakmem.so CC CXX TESTS_SRC_DIR INCLUDE_DIR
-# gcc -O2 compiles tests/unit_api.c and a generated file with many
-# functions; g++ -O2 compiles tests/preload/cxx_threads.cpp (template-heavy).
+#   run_gcc.sh /path/to/libhakmem.so CC CXX TESTS_DIR INCLUDE_DIR
+# gcc -O2 compiles tests/unit/unit_api.c and a generated file with many
+# functions; g++ -O2 compiles tests/integration/cxx_threads.cpp (template-heavy).
 # Each object is compared (cmp) with the one compiled without hakmem.  The
 # driver, cc1/cc1plus and as all run under the preload.
 set -euo pipefail
@@ -55,9 +55,9 @@ compile() { # mode out lang-compiler args...
 : > "$HK_TMP/ref.err"
 : > "$HK_TMP/hak.err"
 for mode in ref hak; do
-  compile $mode "$HK_TMP/unit_api.$mode.o" "$cc" -std=gnu11 -I "$inc" -I "$src" "$src/unit_api.c"
+  compile $mode "$HK_TMP/unit_api.$mode.o" "$cc" -std=gnu11 -I "$inc" -I "$src" "$src/unit/unit_api.c"
   compile $mode "$HK_TMP/generated.$mode.o" "$cc" -std=gnu11 "$gen"
-  compile $mode "$HK_TMP/cxx.$mode.o" "$cxx" -std=gnu++17 -pthread "$src/preload/cxx_threads.cpp"
+  compile $mode "$HK_TMP/cxx.$mode.o" "$cxx" -std=gnu++17 -pthread "$src/integration/cxx_threads.cpp"
 done
 for o in unit_api generated cxx; do
   cmp "$HK_TMP/$o.ref.o" "$HK_TMP/$o.hak.o" ||

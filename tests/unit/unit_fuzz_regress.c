@@ -1,4 +1,4 @@
-/* unit_fuzz_regress: what fuzz/fuzz_api found, as plain calls of the hak_*
+/* unit_fuzz_regress: what tests/fuzz/fuzz_api found, as plain calls of the hak_*
  * API (each section names the bug and its fix).
  *
  *   zero-size, 2 MiB+ alignment: posix_memalign / aligned_alloc /

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# tests/misuse_suite/run.sh - run every heap-misuse case (cases.c, cases_cxx.cpp)
+# tests/misuse/run.sh - run every heap-misuse case (cases.c, cases_cxx.cpp)
 # under each allocator, one process per case, and tell which caught it.
 #
-#   tests/misuse_suite/run.sh [options]
+#   tests/misuse/run.sh [options]
 #
 # Options:
 #   --lib SPEC      an allocator to test (repeatable): hakmem, glibc, mimalloc,
@@ -13,7 +13,7 @@
 #   --expect FILE   FILE lists cases (one a line, # starts a comment) that
 #                   hakmem must catch: exit 1, naming them, if any is missed
 #   --bin DIR       run misuse_cases and misuse_cases_cxx built in DIR (the
-#                   cmake build: build/tests/misuse_suite); default: compile
+#                   cmake build: build/tests/misuse); default: compile
 #                   them from the sources into a temporary directory
 #   --cases REGEX   only the cases whose name matches (grep -E)
 #   --timeout S     seconds per case before it is killed (default 10)

@@ -14,7 +14,7 @@ awk '/^## /{ in_sec = ($0 ~ /^## Options/) } in_sec && /^\|/' "$readme" > "$tmp/
 [[ -s "$tmp/want" ]] || { echo "FAIL: HAKMEM_VERBOSE=2 printed no table" >&2; exit 1; }
 if ! diff -u "$tmp/have" "$tmp/want"; then
   echo "FAIL: README's options table differs from the library's (- README, + library);" >&2
-  echo "      regenerate it: HAKMEM_VERBOSE=2 build/tests/unit_options child" >&2
+  echo "      regenerate it: HAKMEM_VERBOSE=2 build/tests/unit/unit_options child" >&2
   exit 1
 fi
 echo "PASS: README options table matches the library ($(( $(wc -l < "$tmp/want") - 2 )) options)"
