@@ -1,0 +1,56 @@
+/* check.h - a minimal check framework for the C unit tests.
+ *
+ * CHECK(cond, fmt, ...) counts a check; when cond is false it prints the
+ * file, line, condition and a formatted explanation on stderr and counts a
+ * failure.  Output is capped so that a broken allocator cannot flood the log.
+ * REQUIRE is CHECK for a condition the rest cannot go on without: the
+ * process exits 1.  ts_check_finish() prints a summary and returns the
+ * process exit status.
+ *
+ * The tests print with stdio, which under the prefixed-API build uses the C
+ * library's own malloc, never hakmem's: printing never disturbs the counters
+ * the tests read.
+ */
+#ifndef HAKMEM_TS_CHECK_H
+#define HAKMEM_TS_CHECK_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Count one check (the macros below do). */
+void ts_check_count(void);
+
+/* Count and print a failed check (at most the first 60 are printed). */
+void ts_check_report(const char *file, int line, const char *cond, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Evaluates cond once; the message arguments only when it failed. */
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        ts_check_count();                                                  \
+        if (!(cond))                                                       \
+            ts_check_report(__FILE__, __LINE__, #cond, __VA_ARGS__);       \
+    } while (0)
+
+/* A condition the rest of a test cannot go on without (a NULL block). */
+#define REQUIRE(cond, ...)                                                 \
+    do {                                                                   \
+        ts_check_count();                                                  \
+        if (!(cond)) {                                                     \
+            ts_check_report(__FILE__, __LINE__, #cond, __VA_ARGS__);       \
+            fprintf(stderr, "FATAL: cannot continue after this failure\n"); \
+            exit(1);                                                       \
+        }                                                                  \
+    } while (0)
+
+/* Name the section that failures are reported under, and print "-- name". */
+void ts_check_begin(const char *name);
+
+/* Name the section without printing it.  The name is kept as a pointer. */
+void ts_check_section(const char *name);
+
+/* Print "prog: N checks, M failed"; returns the exit status (1 if any
+ * check failed). */
+int ts_check_finish(const char *prog);
+
+#endif /* HAKMEM_TS_CHECK_H */
