@@ -15,26 +15,41 @@
  * joins it, frees all remaining blocks (allocated by dead threads) and checks
  * that the hakmem counters balance.
  */
-#include "stress_common.h"
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "support/clock.h"
+#include "support/hak.h"
+#include "support/report.h"
 
 static const char *prog = "stress_larson";
 
 typedef struct {
-    st_common c;
+    ts_stress_opts c;
     int blocks;
     int iters;
     int realloc_pm;
 } config;
 
 static config cfg = {
-    .c = ST_COMMON_DEFAULTS(1, 2048),
+    .c = TS_STRESS_DEFAULTS(1, 2048),
     .blocks = 500,
     .iters = 4000,
     .realloc_pm = 125,
 };
 
 typedef struct {
-    st_block *arr;
+    ts_block *arr;
     /* Written only by the slot's current thread; ordered between successive
      * threads by pthread_create / pthread_join, read by main after joining. */
     uint64_t ops, allocs, frees, reallocs, generations, large;
@@ -55,39 +70,39 @@ static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
 static unsigned chains_done;
 
 /* Reallocate b to a new size; the common prefix must survive. */
-static void realloc_block(st_block *b, st_rng *r, uint64_t tag, unsigned owner)
+static void realloc_block(ts_block *b, ts_rng *r, uint64_t tag, unsigned owner)
 {
     size_t old_size = b->size;
-    uint64_t old_seed = st_pattern_seed((uintptr_t)b->p, b->size, b->tag);
-    st_check(prog, "before realloc", b);
-    size_t ns = st_random_size(r, (unsigned)cfg.c.large_pm, st_max_large(&cfg.c));
+    uint64_t old_seed = ts_pat_seed((uintptr_t)b->p, b->size, b->tag);
+    ts_block_check(prog, "before realloc", b);
+    size_t ns = ts_stress_size(r, (unsigned)cfg.c.large_pm, ts_stress_max_large(&cfg.c));
     void *q = hak_realloc(b->p, ns);
-    st_check_fresh(prog, "hak_realloc", q, ns, 0);
+    ts_check_fresh(prog, "hak_realloc", q, ns, 0);
     size_t keep = ns < old_size ? ns : old_size;
-    size_t off = st_check_seed(q, keep, old_seed);
+    size_t off = ts_pat_check(q, keep, old_seed);
     if (off != (size_t)-1)
-        st_die("%s: hak_realloc(%p, %zu -> %zu) = %p lost the contents: first bad byte at "
+        ts_die("%s: hak_realloc(%p, %zu -> %zu) = %p lost the contents: first bad byte at "
                "offset %zu of %zu kept", prog, b->p, old_size, ns, q, off, keep);
     b->p = q;
     b->size = ns;
     b->tag = tag;
     b->owner = (uint16_t)owner;
-    b->api = ST_API_MALLOC;
+    b->api = TS_API_MALLOC;
     b->hops++;
-    st_fill(b);
+    ts_block_fill(b);
 }
 
 static void *chain_thread(void *arg);
 
 static void spawn(unsigned slot, uint64_t gen, bool has_prev, pthread_t prev)
 {
-    gen_t *g = st_xcalloc(1, sizeof *g);
+    gen_t *g = ts_xcalloc(1, sizeof *g);
     g->slot = slot;
     g->gen = gen;
     g->has_prev = has_prev;
     g->prev = prev;
     pthread_t t;
-    st_thread_create(&t, chain_thread, g);
+    ts_thread_create(&t, chain_thread, g);
 }
 
 static void *chain_thread(void *arg)
@@ -97,38 +112,38 @@ static void *chain_thread(void *arg)
     if (g.has_prev) {
         int e = pthread_join(g.prev, NULL);
         if (e)
-            st_die("%s: pthread_join of predecessor: %s", prog, strerror(e));
+            ts_die("%s: pthread_join of predecessor: %s", prog, strerror(e));
     }
     slot_t *s = &slots[g.slot];
     unsigned owner = g.slot + 1;
-    st_rng r;
+    ts_rng r;
     uint64_t tagc = 0;
-    st_rng_init(&r, cfg.c.seed, ((uint64_t)g.slot << 40) ^ g.gen);
-    size_t max_large = st_max_large(&cfg.c);
+    ts_rng_init(&r, cfg.c.seed, ((uint64_t)g.slot << 40) ^ g.gen);
+    size_t max_large = ts_stress_max_large(&cfg.c);
     s->generations++;
 
-    for (int it = 0; it < cfg.iters && !st_has_failed(); it++) {
-        st_block *b = &s->arr[st_rng_below(&r, (uint64_t)cfg.blocks)];
-        uint64_t tag = st_new_tag(&tagc, owner) ^ (g.gen << 20);
-        if (st_rng_permille(&r, (unsigned)cfg.realloc_pm)) {
+    for (int it = 0; it < cfg.iters && !ts_has_failed(); it++) {
+        ts_block *b = &s->arr[ts_rng_below(&r, (uint64_t)cfg.blocks)];
+        uint64_t tag = ts_new_tag(&tagc, owner) ^ (g.gen << 20);
+        if (ts_rng_permille(&r, (unsigned)cfg.realloc_pm)) {
             realloc_block(b, &r, tag, owner);
             s->reallocs++;
             s->ops++;
         } else {
-            st_check_free(prog, "(freed by a later thread)", b, &r);
+            ts_check_free(prog, "(freed by a later thread)", b, &r);
             s->frees++;
-            size_t size = st_random_size(&r, (unsigned)cfg.c.large_pm, max_large);
-            st_alloc_fill(prog, b, size, tag, owner, &r);
+            size_t size = ts_stress_size(&r, (unsigned)cfg.c.large_pm, max_large);
+            ts_alloc_fill(prog, b, size, tag, owner, &r);
             s->allocs++;
-            if (size > ST_MAX_SMALL)
+            if (size > TS_MAX_SMALL)
                 s->large++;
             s->ops += 2;
         }
         if (g.slot == 0 && (it & 1023) == 0)
-            st_check_mapped(prog, &cfg.c);
+            ts_check_mapped(prog, &cfg.c);
     }
 
-    if (st_now() < deadline && !st_has_failed()) {
+    if (ts_now() < deadline && !ts_has_failed()) {
         spawn(g.slot, g.gen + 1, true, pthread_self());
     } else {
         s->last = pthread_self();
@@ -142,30 +157,30 @@ static void *chain_thread(void *arg)
 
 int main(int argc, char **argv)
 {
-    st_opt extra[] = {
-        {"blocks", ST_OPT_INT, &cfg.blocks, "live blocks per slot"},
-        {"iters", ST_OPT_INT, &cfg.iters, "iterations per thread before it hands over"},
-        {"realloc-permille", ST_OPT_INT, &cfg.realloc_pm, "iterations that realloc"},
+    ts_opt extra[] = {
+        {"blocks", TS_OPT_INT, &cfg.blocks, "live blocks per slot"},
+        {"iters", TS_OPT_INT, &cfg.iters, "iterations per thread before it hands over"},
+        {"realloc-permille", TS_OPT_INT, &cfg.realloc_pm, "iterations that realloc"},
     };
-    st_parse_args(argc, argv, prog, &cfg.c, extra, ST_COUNT(extra));
+    ts_stress_parse_args(argc, argv, prog, &cfg.c, extra, TS_COUNT(extra));
     if (cfg.blocks < 1) cfg.blocks = 1;
     unsigned T = (unsigned)cfg.c.threads;
-    slots = st_xcalloc(T, sizeof *slots);
+    slots = ts_xcalloc(T, sizeof *slots);
 
     hak_stats_t s0, s1;
-    st_accounting_begin(&s0);
-    st_rng r;
+    ts_accounting_begin(&s0);
+    ts_rng r;
     uint64_t tagc = 0, ops = 0;
-    st_rng_init(&r, cfg.c.seed, 0xFFFFFFFFull);
+    ts_rng_init(&r, cfg.c.seed, 0xFFFFFFFFull);
     for (unsigned i = 0; i < T; i++) {
-        slots[i].arr = st_xcalloc((size_t)cfg.blocks, sizeof(st_block));
+        slots[i].arr = ts_xcalloc((size_t)cfg.blocks, sizeof(ts_block));
         for (int k = 0; k < cfg.blocks; k++)
-            st_alloc_fill(prog, &slots[i].arr[k],
-                          st_random_size(&r, (unsigned)cfg.c.large_pm, st_max_large(&cfg.c)),
-                          st_new_tag(&tagc, 0), 0, &r);
+            ts_alloc_fill(prog, &slots[i].arr[k],
+                          ts_stress_size(&r, (unsigned)cfg.c.large_pm, ts_stress_max_large(&cfg.c)),
+                          ts_new_tag(&tagc, 0), 0, &r);
         ops += (uint64_t)cfg.blocks;
     }
-    double t0 = st_now();
+    double t0 = ts_now();
     deadline = t0 + cfg.c.seconds;
     for (unsigned i = 0; i < T; i++)
         spawn(i, 0, false, pthread_self());
@@ -176,13 +191,13 @@ int main(int argc, char **argv)
     pthread_mutex_unlock(&done_mu);
     for (unsigned i = 0; i < T; i++)
         pthread_join(slots[i].last, NULL);
-    double secs = st_now() - t0;
+    double secs = ts_now() - t0;
 
     /* Everything left was allocated by threads that have exited. */
     uint64_t allocs = (uint64_t)cfg.blocks * T, frees = 0, reallocs = 0, gens = 0, large = 0;
     for (unsigned i = 0; i < T; i++) {
         for (int k = 0; k < cfg.blocks; k++) {
-            st_check_free(prog, "(final free by main)", &slots[i].arr[k], &r);
+            ts_check_free(prog, "(final free by main)", &slots[i].arr[k], &r);
             frees++;
         }
         ops += slots[i].ops + (uint64_t)cfg.blocks;
@@ -193,15 +208,15 @@ int main(int argc, char **argv)
         large += slots[i].large;
         free(slots[i].arr);
     }
-    st_check_test_balance(allocs, frees);
-    st_check_accounting(prog, &s0, &s1);
-    st_check_counted_allocs(&s0, &s1, allocs, "at least ");
+    ts_check_test_balance(allocs, frees);
+    ts_check_accounting(prog, &s0, &s1);
+    ts_check_counted_allocs(&s0, &s1, allocs, "at least ");
     if (gens > 0 && s1.heaps_abandoned == s0.heaps_abandoned)
-        st_fail("%" PRIu64 " threads exited holding live blocks, but hakmem counted no "
+        ts_fail("%" PRIu64 " threads exited holding live blocks, but hakmem counted no "
                 "abandoned heap", gens);
 
     free(slots);
-    return st_finishf(prog, &cfg.c, secs, ops,
+    return ts_stress_finishf(prog, &cfg.c, secs, ops,
                       "threads_spawned=%" PRIu64 " allocs=%" PRIu64 " reallocs=%" PRIu64
                       " large=%" PRIu64, gens, allocs, reallocs, large);
 }

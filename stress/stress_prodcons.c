@@ -16,61 +16,76 @@
  * inbound rings until every producer has announced and the rings are empty.
  * Then the hakmem counters must balance (allocs == frees, live_bytes back).
  */
-#include "stress_common.h"
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "support/clock.h"
+#include "support/hak.h"
+#include "support/report.h"
 
 static const char *prog = "stress_prodcons";
 
 typedef struct {
-    st_common c;
+    ts_stress_opts c;
     int keep;       /* private blocks per thread */
     int send_pm;    /* per mille of allocations sent to another thread */
     int forward_pm; /* per mille of received blocks forwarded again */
 } config;
 
 typedef struct {
-    st_worker base; /* id, thread, ops, allocs, frees, cross_frees */
+    ts_worker base; /* id, thread, ops, allocs, frees, cross_frees */
     uint64_t sent, forwarded, ring_full, large;
 } worker;
 
 static config cfg = {
-    .c = ST_COMMON_DEFAULTS(1, 4096),
+    .c = TS_STRESS_DEFAULTS(1, 4096),
     .keep = 256,
     .send_pm = 600,
     .forward_pm = 150,
 };
-static st_ring *rings;          /* rings[from * T + to] */
-static st_team team;
+static ts_ring *rings;          /* rings[from * T + to] */
+static ts_team team;
 
-static inline st_ring *ring(unsigned from, unsigned to)
+static inline ts_ring *ring(unsigned from, unsigned to)
 {
     return &rings[(size_t)from * (unsigned)cfg.c.threads + to];
 }
 
-static void free_block(worker *w, st_block *b, st_rng *r, const char *where)
+static void free_block(worker *w, ts_block *b, ts_rng *r, const char *where)
 {
-    st_worker_free(prog, &w->base, b, r, where);
+    ts_worker_free(prog, &w->base, b, r, where);
 }
 
-static unsigned drain(worker *w, st_block *keep, st_rng *r, bool producing);
+static unsigned drain(worker *w, ts_block *keep, ts_rng *r, bool producing);
 
 /* Try to send `b` to another thread; on a full ring, free it here. */
-static void send_or_free(worker *w, st_block *b, st_rng *r, unsigned not_to)
+static void send_or_free(worker *w, ts_block *b, ts_rng *r, unsigned not_to)
 {
     unsigned T = (unsigned)cfg.c.threads;
     if (T > 1) {
         unsigned to;
         do
-            to = (unsigned)st_rng_below(r, T);
+            to = (unsigned)ts_rng_below(r, T);
         while (to == w->base.id || (to == not_to && T > 2));
         b->hops++;
         /* A full ring: take what others sent us (so two threads sending to
          * each other cannot wait on each other), let the receiver run, and
          * try again a few times before freeing the block here. */
         for (int attempt = 0; attempt < 4; attempt++) {
-            if (st_ring_push(ring(w->base.id, to), b))
+            if (ts_ring_push(ring(w->base.id, to), b))
                 return;
             if (drain(w, NULL, r, false) == 0) /* frees only: keep set unused */
-                st_idle();
+                ts_idle();
         }
         b->hops--;
         w->ring_full++;
@@ -80,23 +95,23 @@ static void send_or_free(worker *w, st_block *b, st_rng *r, unsigned not_to)
 
 /* Take what others sent; free it, keep it, or forward it.  Returns the
  * number of blocks taken. */
-static unsigned drain(worker *w, st_block *keep, st_rng *r, bool producing)
+static unsigned drain(worker *w, ts_block *keep, ts_rng *r, bool producing)
 {
     unsigned T = (unsigned)cfg.c.threads, taken = 0;
-    st_block b;
+    ts_block b;
     for (unsigned from = 0; from < T; from++) {
         if (from == w->base.id)
             continue;
         int n = 0;
-        while (n++ < ST_RING_CAP && st_ring_pop(ring(from, w->base.id), &b)) {
+        while (n++ < TS_RING_CAP && ts_ring_pop(ring(from, w->base.id), &b)) {
             taken++;
-            st_check(prog, "on receipt", &b);
-            if (producing && b.hops < 2 && st_rng_permille(r, (unsigned)cfg.forward_pm)) {
+            ts_block_check(prog, "on receipt", &b);
+            if (producing && b.hops < 2 && ts_rng_permille(r, (unsigned)cfg.forward_pm)) {
                 send_or_free(w, &b, r, from);
                 w->forwarded++;
-            } else if (producing && st_rng_below(r, 8) == 0) {
+            } else if (producing && ts_rng_below(r, 8) == 0) {
                 /* keep it for a while: freed later, after more traffic */
-                st_keep_put(prog, &w->base, keep, cfg.keep, &b, r);
+                ts_keep_put(prog, &w->base, keep, cfg.keep, &b, r);
             } else {
                 free_block(w, &b, r, "(freed by receiver)");
             }
@@ -105,8 +120,8 @@ static unsigned drain(worker *w, st_block *keep, st_rng *r, bool producing)
     return taken;
 }
 
-/* drain() for st_team_drain_to_end: frees only, the keep set is unused. */
-static unsigned drain_final(st_worker *w, st_rng *r, void *unused)
+/* drain() for ts_team_drain_to_end: frees only, the keep set is unused. */
+static unsigned drain_final(ts_worker *w, ts_rng *r, void *unused)
 {
     (void)unused;
     return drain((worker *)w, NULL, r, false);
@@ -115,59 +130,59 @@ static unsigned drain_final(st_worker *w, st_rng *r, void *unused)
 static void *thread_main(void *arg)
 {
     worker *w = arg;
-    st_rng r;
+    ts_rng r;
     uint64_t tagc = 0;
-    st_rng_init(&r, cfg.c.seed, w->base.id);
-    st_block *keep = st_xcalloc((size_t)cfg.keep, sizeof *keep);
-    size_t max_large = st_max_large(&cfg.c);
+    ts_rng_init(&r, cfg.c.seed, w->base.id);
+    ts_block *keep = ts_xcalloc((size_t)cfg.keep, sizeof *keep);
+    size_t max_large = ts_stress_max_large(&cfg.c);
 
-    st_team_wait_start(&team);
+    ts_team_wait_start(&team);
     for (uint64_t it = 0;; it++) {
         if ((it & 63) == 0) {
-            if (st_team_time_up(&team))
+            if (ts_team_time_up(&team))
                 break;
             if (w->base.id == 0 && (it & 4095) == 0)
-                st_check_mapped(prog, &cfg.c);
+                ts_check_mapped(prog, &cfg.c);
         }
-        st_block b;
-        size_t size = st_random_size(&r, (unsigned)cfg.c.large_pm, max_large);
-        st_alloc_fill(prog, &b, size, st_new_tag(&tagc, w->base.id), w->base.id, &r);
+        ts_block b;
+        size_t size = ts_stress_size(&r, (unsigned)cfg.c.large_pm, max_large);
+        ts_alloc_fill(prog, &b, size, ts_new_tag(&tagc, w->base.id), w->base.id, &r);
         w->base.allocs++;
         w->base.ops++;
-        if (size > ST_MAX_SMALL)
+        if (size > TS_MAX_SMALL)
             w->large++;
-        if (st_rng_permille(&r, (unsigned)cfg.send_pm)) {
+        if (ts_rng_permille(&r, (unsigned)cfg.send_pm)) {
             w->sent++;
             send_or_free(w, &b, &r, w->base.id);
         } else {
-            st_keep_put(prog, &w->base, keep, cfg.keep, &b, &r);
+            ts_keep_put(prog, &w->base, keep, cfg.keep, &b, &r);
         }
         if ((it & 7) == 0)
             drain(w, keep, &r, true);
     }
 
     /* Stop producing; drain until every producer stopped and rings are empty. */
-    st_team_drain_to_end(&team, drain_final, &w->base, &r, NULL);
-    st_keep_release(prog, &w->base, keep, cfg.keep, &r);
+    ts_team_drain_to_end(&team, drain_final, &w->base, &r, NULL);
+    ts_keep_release(prog, &w->base, keep, cfg.keep, &r);
     return NULL;
 }
 
 int main(int argc, char **argv)
 {
-    st_opt extra[] = {
-        {"keep", ST_OPT_INT, &cfg.keep, "private blocks per thread"},
-        {"send-permille", ST_OPT_INT, &cfg.send_pm, "allocations sent to another thread"},
-        {"forward-permille", ST_OPT_INT, &cfg.forward_pm, "received blocks forwarded again"},
+    ts_opt extra[] = {
+        {"keep", TS_OPT_INT, &cfg.keep, "private blocks per thread"},
+        {"send-permille", TS_OPT_INT, &cfg.send_pm, "allocations sent to another thread"},
+        {"forward-permille", TS_OPT_INT, &cfg.forward_pm, "received blocks forwarded again"},
     };
-    st_parse_args(argc, argv, prog, &cfg.c, extra, ST_COUNT(extra));
+    ts_stress_parse_args(argc, argv, prog, &cfg.c, extra, TS_COUNT(extra));
     if (cfg.keep < 1) cfg.keep = 1;
     unsigned T = (unsigned)cfg.c.threads;
-    rings = st_xcalloc((size_t)T * T, sizeof *rings);
-    worker *w = st_xcalloc(T, sizeof *w);
+    rings = ts_xcalloc((size_t)T * T, sizeof *rings);
+    worker *w = ts_xcalloc(T, sizeof *w);
 
     hak_stats_t s0, s1;
-    st_worker sum;
-    double secs = st_team_run(&team, cfg.c.threads, w, sizeof *w, thread_main, cfg.c.seconds,
+    ts_worker sum;
+    double secs = ts_team_run(&team, cfg.c.threads, w, sizeof *w, thread_main, cfg.c.seconds,
                               &s0, &sum);
     uint64_t sent = 0, fwd = 0, full = 0, large = 0;
     for (unsigned i = 0; i < T; i++) {
@@ -178,18 +193,18 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < (size_t)T * T; i++)
         if (atomic_load(&rings[i].head) != atomic_load(&rings[i].tail))
-            st_fail("ring %zu not drained (test bug)", i);
+            ts_fail("ring %zu not drained (test bug)", i);
 
-    st_check_test_balance(sum.allocs, sum.frees);
-    st_check_accounting(prog, &s0, &s1);
-    st_check_counted_allocs(&s0, &s1, sum.allocs, "");
-    if (st_counting() && T > 1 && sum.cross_frees > 0 && s1.remote_frees == s0.remote_frees)
-        st_fail("%" PRIu64 " blocks were freed by a thread other than their allocator, "
+    ts_check_test_balance(sum.allocs, sum.frees);
+    ts_check_accounting(prog, &s0, &s1);
+    ts_check_counted_allocs(&s0, &s1, sum.allocs, "");
+    if (ts_counting() && T > 1 && sum.cross_frees > 0 && s1.remote_frees == s0.remote_frees)
+        ts_fail("%" PRIu64 " blocks were freed by a thread other than their allocator, "
                 "but hakmem counted no remote free", sum.cross_frees);
 
     free(rings);
     free(w);
-    return st_finishf(prog, &cfg.c, secs, sum.ops,
+    return ts_stress_finishf(prog, &cfg.c, secs, sum.ops,
                       "allocs=%" PRIu64 " cross_thread_frees=%" PRIu64 " sent=%" PRIu64
                       " forwarded=%" PRIu64 " ring_full=%" PRIu64 " large=%" PRIu64,
                       sum.allocs, sum.cross_frees, sent, fwd, full, large);

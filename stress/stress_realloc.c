@@ -13,74 +13,89 @@
  * thread holds it (mostly not the thread that allocated it).  At the end the
  * hakmem counters must balance.
  */
-#include "stress_common.h"
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "support/clock.h"
+#include "support/hak.h"
+#include "support/report.h"
 
 static const char *prog = "stress_realloc";
 
 typedef struct {
-    st_common c;
+    ts_stress_opts c;
     int chain;    /* reallocs per chain */
     int inflight; /* chains a thread starts per drain round */
 } config;
 
 static config cfg = {
-    .c = ST_COMMON_DEFAULTS(4, 2048),
+    .c = TS_STRESS_DEFAULTS(4, 2048),
     .chain = 24,
     .inflight = 4,
 };
 
 typedef struct {
-    st_worker base; /* id, thread, ops, frees, cross_frees (allocs unused) */
+    ts_worker base; /* id, thread, ops, frees, cross_frees (allocs unused) */
     uint64_t chains, reallocs, foreign, moved, large, grow, shrink, bytes;
 } worker;
 
-static st_ring *rings; /* rings[i]: inbound to thread i */
-static st_team team;
+static ts_ring *rings; /* rings[i]: inbound to thread i */
+static ts_team team;
 
-static size_t next_size(st_rng *r, size_t old)
+static size_t next_size(ts_rng *r, size_t old)
 {
-    size_t max_large = st_max_large(&cfg.c);
-    size_t limit = max_large > ST_MAX_SMALL ? max_large : ST_MAX_SMALL;
-    uint64_t d = st_rng_below(r, 64);
+    size_t max_large = ts_stress_max_large(&cfg.c);
+    size_t limit = max_large > TS_MAX_SMALL ? max_large : TS_MAX_SMALL;
+    uint64_t d = ts_rng_below(r, 64);
     if (d < 24) {
         /* a neighbouring class: factors symmetric in log (no drift), +-1 */
         static const unsigned num[] = {2, 1, 5, 4, 3, 2, 7, 4};
         static const unsigned den[] = {1, 2, 4, 5, 2, 3, 4, 7};
-        unsigned k = (unsigned)st_rng_below(r, 8);
+        unsigned k = (unsigned)ts_rng_below(r, 8);
         size_t s = old / den[k] * num[k] + old % den[k] * num[k] / den[k];
-        s = s + (size_t)st_rng_below(r, 3);
+        s = s + (size_t)ts_rng_below(r, 3);
         s = s > 1 ? s - 1 : 1;
         return s > limit ? limit : s;
     }
-    if (d == 24 && max_large > ST_MAX_SMALL)
-        return st_size_octaves(r, ST_MAX_SMALL + 1, max_large); /* into large */
+    if (d == 24 && max_large > TS_MAX_SMALL)
+        return ts_rng_size_octaves(r, TS_MAX_SMALL + 1, max_large); /* into large */
     if (d < 32)
-        return st_size_boundary(r, 1, ST_MAX_SMALL);
-    return st_random_size(r, (unsigned)cfg.c.large_pm, max_large);
+        return ts_rng_size_boundary(r, 1, TS_MAX_SMALL);
+    return ts_stress_size(r, (unsigned)cfg.c.large_pm, max_large);
 }
 
 /* Check b, reallocate it to a new size, check the kept prefix, refill. */
-static void realloc_step(worker *w, st_block *b, st_rng *r, uint64_t tag)
+static void realloc_step(worker *w, ts_block *b, ts_rng *r, uint64_t tag)
 {
-    st_check(prog, "on receipt, before realloc", b);
+    ts_block_check(prog, "on receipt, before realloc", b);
     size_t old_size = b->size;
     void *old_p = b->p;
-    uint64_t old_seed = st_pattern_seed((uintptr_t)b->p, b->size, b->tag);
+    uint64_t old_seed = ts_pat_seed((uintptr_t)b->p, b->size, b->tag);
     size_t ns = next_size(r, old_size);
     void *q;
     const char *api;
-    if (st_rng_below(r, 8) == 0 && ns % 4 == 0) {
+    if (ts_rng_below(r, 8) == 0 && ns % 4 == 0) {
         api = "hak_reallocarray";
         q = hak_reallocarray(b->p, ns / 4, 4);
     } else {
         api = "hak_realloc";
         q = hak_realloc(b->p, ns);
     }
-    st_check_fresh(prog, api, q, ns, 0);
+    ts_check_fresh(prog, api, q, ns, 0);
     size_t keep = ns < old_size ? ns : old_size;
-    size_t off = st_check_seed(q, keep, old_seed);
+    size_t off = ts_pat_check(q, keep, old_seed);
     if (off != (size_t)-1)
-        st_die("%s: %s(%p, %zu -> %zu) = %p by thread %u (block from thread %u) lost the "
+        ts_die("%s: %s(%p, %zu -> %zu) = %p by thread %u (block from thread %u) lost the "
                "contents: first bad byte at offset %zu of %zu kept",
                prog, api, old_p, old_size, ns, q, w->base.id, b->owner, off, keep);
     if (ns > old_size)
@@ -93,40 +108,40 @@ static void realloc_step(worker *w, st_block *b, st_rng *r, uint64_t tag)
         w->moved++;
         b->owner = (uint16_t)w->base.id; /* the new block is this thread's */
     }
-    if (ns > ST_MAX_SMALL)
+    if (ns > TS_MAX_SMALL)
         w->large++;
     b->p = q;
     b->size = ns;
     b->tag = tag;
     b->hops++;
-    st_fill(b);
+    ts_block_fill(b);
     w->reallocs++;
     w->bytes += ns;
     w->base.ops++;
 }
 
-static void free_block(worker *w, st_block *b, st_rng *r, const char *where)
+static void free_block(worker *w, ts_block *b, ts_rng *r, const char *where)
 {
-    st_worker_free(prog, &w->base, b, r, where);
+    ts_worker_free(prog, &w->base, b, r, where);
 }
 
-static void pass_on(worker *w, st_block *b, st_rng *r)
+static void pass_on(worker *w, ts_block *b, ts_rng *r)
 {
     unsigned to = (w->base.id + 1) % (unsigned)cfg.c.threads;
-    if (!st_ring_push(&rings[to], b))
+    if (!ts_ring_push(&rings[to], b))
         free_block(w, b, r, "(freed by sender, ring full)");
 }
 
-/* The end-of-run drain for st_team_drain_to_end: every block still arriving
+/* The end-of-run drain for ts_team_drain_to_end: every block still arriving
  * gets one last realloc and is freed (extra: the worker's tag counter). */
-static unsigned drain_final(st_worker *base, st_rng *r, void *extra)
+static unsigned drain_final(ts_worker *base, ts_rng *r, void *extra)
 {
     worker *w = (worker *)base;
     uint64_t *tagc = extra;
     unsigned taken = 0;
-    st_block b;
-    while (st_ring_pop(&rings[w->base.id], &b)) {
-        realloc_step(w, &b, r, st_new_tag(tagc, w->base.id));
+    ts_block b;
+    while (ts_ring_pop(&rings[w->base.id], &b)) {
+        realloc_step(w, &b, r, ts_new_tag(tagc, w->base.id));
         free_block(w, &b, r, "(drained at the end)");
         taken++;
     }
@@ -136,75 +151,75 @@ static unsigned drain_final(st_worker *base, st_rng *r, void *extra)
 static void *thread_main(void *arg)
 {
     worker *w = arg;
-    st_rng r;
+    ts_rng r;
     uint64_t tagc = 0;
-    st_rng_init(&r, cfg.c.seed, w->base.id);
-    size_t max_large = st_max_large(&cfg.c);
-    st_block b;
+    ts_rng_init(&r, cfg.c.seed, w->base.id);
+    size_t max_large = ts_stress_max_large(&cfg.c);
+    ts_block b;
 
-    st_team_wait_start(&team);
+    ts_team_wait_start(&team);
     for (uint64_t it = 0;; it++) {
-        if ((it & 7) == 0 && st_team_time_up(&team))
+        if ((it & 7) == 0 && ts_team_time_up(&team))
             break;
         if (w->base.id == 0 && (it & 255) == 0)
-            st_check_mapped(prog, &cfg.c);
+            ts_check_mapped(prog, &cfg.c);
         unsigned work = 0;
         /* start new chains while the next thread's ring has room */
         unsigned to = (w->base.id + 1) % (unsigned)cfg.c.threads;
-        for (int k = 0; k < cfg.inflight && st_ring_used(&rings[to]) < ST_RING_CAP / 2; k++) {
-            size_t size = st_random_size(&r, (unsigned)cfg.c.large_pm, max_large);
+        for (int k = 0; k < cfg.inflight && ts_ring_used(&rings[to]) < TS_RING_CAP / 2; k++) {
+            size_t size = ts_stress_size(&r, (unsigned)cfg.c.large_pm, max_large);
             memset(&b, 0, sizeof b);
-            if (st_rng_below(&r, 4) == 0) {
+            if (ts_rng_below(&r, 4) == 0) {
                 b.p = hak_realloc(NULL, size);
-                st_check_fresh(prog, "hak_realloc(NULL)", b.p, size, 0);
+                ts_check_fresh(prog, "hak_realloc(NULL)", b.p, size, 0);
             } else {
                 b.p = hak_malloc(size);
-                st_check_fresh(prog, "hak_malloc", b.p, size, 0);
+                ts_check_fresh(prog, "hak_malloc", b.p, size, 0);
             }
             b.size = size;
-            b.tag = st_new_tag(&tagc, w->base.id);
+            b.tag = ts_new_tag(&tagc, w->base.id);
             b.owner = (uint16_t)w->base.id;
-            b.api = ST_API_MALLOC;
-            st_fill(&b);
+            b.api = TS_API_MALLOC;
+            ts_block_fill(&b);
             w->chains++;
             w->base.ops++;
             work++;
             pass_on(w, &b, &r);
         }
         /* continue the chains that reached us */
-        for (int n = 0; n < ST_RING_CAP && st_ring_pop(&rings[w->base.id], &b); n++) {
+        for (int n = 0; n < TS_RING_CAP && ts_ring_pop(&rings[w->base.id], &b); n++) {
             work++;
-            realloc_step(w, &b, &r, st_new_tag(&tagc, w->base.id));
+            realloc_step(w, &b, &r, ts_new_tag(&tagc, w->base.id));
             if ((int)b.hops >= cfg.chain)
                 free_block(w, &b, &r, "(end of chain)");
             else
                 pass_on(w, &b, &r);
         }
         if (work == 0)
-            st_idle(); /* waiting for the next thread to catch up */
+            ts_idle(); /* waiting for the next thread to catch up */
     }
 
     /* Stop starting and passing on; finish what still arrives (one last
      * realloc each, then free). */
-    st_team_drain_to_end(&team, drain_final, &w->base, &r, &tagc);
+    ts_team_drain_to_end(&team, drain_final, &w->base, &r, &tagc);
     return NULL;
 }
 
 int main(int argc, char **argv)
 {
-    st_opt extra[] = {
-        {"chain", ST_OPT_INT, &cfg.chain, "reallocs per chain before the block is freed"},
-        {"inflight", ST_OPT_INT, &cfg.inflight, "chains started per round per thread"},
+    ts_opt extra[] = {
+        {"chain", TS_OPT_INT, &cfg.chain, "reallocs per chain before the block is freed"},
+        {"inflight", TS_OPT_INT, &cfg.inflight, "chains started per round per thread"},
     };
-    st_parse_args(argc, argv, prog, &cfg.c, extra, ST_COUNT(extra));
+    ts_stress_parse_args(argc, argv, prog, &cfg.c, extra, TS_COUNT(extra));
     if (cfg.inflight < 1) cfg.inflight = 1;
     unsigned T = (unsigned)cfg.c.threads;
-    rings = st_xcalloc(T, sizeof *rings);
-    worker *w = st_xcalloc(T, sizeof *w);
+    rings = ts_xcalloc(T, sizeof *rings);
+    worker *w = ts_xcalloc(T, sizeof *w);
 
     hak_stats_t s0, s1;
-    st_worker sum;
-    double secs = st_team_run(&team, cfg.c.threads, w, sizeof *w, thread_main, cfg.c.seconds,
+    ts_worker sum;
+    double secs = ts_team_run(&team, cfg.c.threads, w, sizeof *w, thread_main, cfg.c.seconds,
                               &s0, &sum);
     uint64_t chains = 0, reallocs = 0, moved = 0, large = 0, grow = 0, shrink = 0, bytes = 0,
              foreign = 0;
@@ -219,13 +234,13 @@ int main(int argc, char **argv)
         foreign += w[i].foreign;
     }
     if (chains != sum.frees)
-        st_fail("the test itself lost track of blocks: %" PRIu64 " chains, %" PRIu64 " freed",
+        ts_fail("the test itself lost track of blocks: %" PRIu64 " chains, %" PRIu64 " freed",
                 chains, sum.frees);
-    st_check_accounting(prog, &s0, &s1);
+    ts_check_accounting(prog, &s0, &s1);
 
     free(rings);
     free(w);
-    return st_finishf(prog, &cfg.c, secs, sum.ops,
+    return ts_stress_finishf(prog, &cfg.c, secs, sum.ops,
                       "chains=%" PRIu64 " reallocs=%" PRIu64 " of_other_threads_blocks=%" PRIu64
                       " moved=%" PRIu64 " grow=%" PRIu64 " shrink=%" PRIu64 " large=%" PRIu64
                       " avg_size=%" PRIu64 " cross_thread_frees=%" PRIu64,
