@@ -27,16 +27,25 @@
  * was intact, and the parent freed everything it allocated.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
-#include "lc_common.h"
+#include "support/args.h"
+#include "support/clock.h"
+#include "support/fill.h"
+#include "support/report.h"
+#include "support/rng.h"
+#include "support/rss.h"
 
 /* Child exit codes */
 enum {
@@ -48,13 +57,13 @@ enum {
 };
 
 /* A block describes itself: [0,8) size, [8,16) tag, the rest stamped with
- * lc_fill.  So a slot is a single atomic pointer and a child can check any
+ * ts_stamp_fill.  So a slot is a single atomic pointer and a child can check any
  * block it finds without other bookkeeping.  Minimum size 16. */
 static void stamp(void *p, size_t size, uint64_t tag)
 {
   memcpy(p, &size, 8);
   memcpy((char *)p + 8, &tag, 8);
-  lc_fill((char *)p + 16, size - 16, tag);
+  ts_stamp_fill((char *)p + 16, size - 16, tag);
 }
 
 /* returns the block's size, or 0 if the stamp is broken */
@@ -66,7 +75,7 @@ static size_t check(const void *p)
   memcpy(&tag, (const char *)p + 8, 8);
   if (size < 16 || size > (64u << 20))
     return 0;
-  return lc_check((const char *)p + 16, size - 16, tag) ? size : 0;
+  return ts_stamp_check((const char *)p + 16, size - 16, tag) ? size : 0;
 }
 
 static long n_workers, n_forks, slots_per_worker, batch_n, child_blocks;
@@ -86,11 +95,11 @@ static pid_t fork_resp_pid;
 static int fork_resp_ready;
 static int fork_resp_errno;
 
-static size_t worker_size(uint64_t *rng)
+static size_t worker_size(ts_xs *rng)
 {
-  if (lc_rand(rng) % 100 == 0)
-    return lc_size_log(rng, 64u << 10, 1u << 20);
-  return lc_size_log(rng, 16, 32u << 10);
+  if (ts_xs_next(rng) % 100 == 0)
+    return ts_xs_size_log(rng, 64u << 10, 1u << 20);
+  return ts_xs_size_log(rng, 16, 32u << 10);
 }
 
 /* ---------------- the child ---------------- */
@@ -116,7 +125,7 @@ static void child_work(child_part_t *cp)
     free(p);
   }
   /* new blocks of its own: allocate, grow/shrink some, free */
-  uint64_t rng = cp->seed;
+  ts_xs rng = {cp->seed};
   void **mine = malloc((size_t)child_blocks * sizeof(void *));
   if (!mine) {
     cp->rc = CHILD_ENOMEM;
@@ -129,7 +138,7 @@ static void child_work(child_part_t *cp)
       cp->rc = CHILD_ENOMEM;
       return;
     }
-    stamp(mine[i], sz, lc_tag(cp->seed, (uint64_t)i, sz));
+    stamp(mine[i], sz, ts_stamp_tag(cp->seed, (uint64_t)i, sz));
   }
   for (long i = 0; i < child_blocks; i += 3) {
     size_t old = check(mine[i]);
@@ -151,7 +160,7 @@ static void child_work(child_part_t *cp)
       cp->rc = CHILD_BAD_REALLOC;
       return;
     }
-    stamp(q, nsz, lc_tag(cp->seed, 1000000u + (uint64_t)i, nsz));
+    stamp(q, nsz, ts_stamp_tag(cp->seed, 1000000u + (uint64_t)i, nsz));
     mine[i] = q;
   }
   for (long i = 0; i < child_blocks; i++) {
@@ -180,8 +189,8 @@ static int child_main(void **batch, long nbatch, long fork_no)
   }
   free(batch);
 
-  child_part_t a = {0, lc_seed(0xF0u, (uint64_t)fork_no * 2), -1};
-  child_part_t b = {1, lc_seed(0xF0u, (uint64_t)fork_no * 2 + 1), -1};
+  child_part_t a = {0, ts_hash_pair(0xF0u, (uint64_t)fork_no * 2), -1};
+  child_part_t b = {1, ts_hash_pair(0xF0u, (uint64_t)fork_no * 2 + 1), -1};
   pthread_t th;
   if (pthread_create(&th, NULL, child_thread, &b) != 0)
     return CHILD_THREAD;
@@ -197,17 +206,17 @@ static int child_main(void **batch, long nbatch, long fork_no)
 
 /* Allocate a batch, fork, and in the parent free the batch.  Returns the
  * child's pid, or -1 with errno set. */
-static pid_t do_fork(long fork_no, uint64_t *rng)
+static pid_t do_fork(long fork_no, ts_xs *rng)
 {
   void **batch = malloc((size_t)batch_n * sizeof(void *));
   if (!batch)
-    LC_FAIL("malloc of the batch array failed");
+    TS_FAIL_EXIT("malloc of the batch array failed");
   for (long i = 0; i < batch_n; i++) {
-    size_t sz = (i % 16 == 15) ? lc_size_log(rng, 64u << 10, 1u << 20) : lc_size_log(rng, 16, 32u << 10);
+    size_t sz = (i % 16 == 15) ? ts_xs_size_log(rng, 64u << 10, 1u << 20) : ts_xs_size_log(rng, 16, 32u << 10);
     batch[i] = malloc(sz);
     if (!batch[i])
-      LC_FAIL("malloc(%zu) failed before fork", sz);
-    stamp(batch[i], sz, lc_tag(0xBA7Cu + (uint64_t)fork_no, (uint64_t)i, sz));
+      TS_FAIL_EXIT("malloc(%zu) failed before fork", sz);
+    stamp(batch[i], sz, ts_stamp_tag(0xBA7Cu + (uint64_t)fork_no, (uint64_t)i, sz));
   }
   atomic_fetch_add(&parent_allocs, (unsigned long)batch_n + 1);
 
@@ -238,7 +247,7 @@ typedef struct worker {
 static void *worker_main(void *arg)
 {
   worker_t *w = (worker_t *)arg;
-  uint64_t rng = lc_seed(0x3Fu, (uint64_t)w->idx);
+  ts_xs rng = {ts_hash_pair(0x3Fu, (uint64_t)w->idx)};
   unsigned long allocs = 0, frees = 0, bad = 0;
   uint64_t serial = 0;
 
@@ -259,7 +268,7 @@ static void *worker_main(void *arg)
     }
 
     /* replace a random slot of the shared table */
-    size_t i = (size_t)(lc_rand(&rng) % table_n);
+    size_t i = (size_t)(ts_xs_next(&rng) % table_n);
     void *old = atomic_exchange_explicit(&table[i], NULL, memory_order_acq_rel);
     if (old) {
       if (!check(old))
@@ -270,9 +279,9 @@ static void *worker_main(void *arg)
     size_t sz = worker_size(&rng);
     void *p = malloc(sz);
     if (!p)
-      LC_FAIL("worker %d: malloc(%zu) returned NULL", w->idx, sz);
+      TS_FAIL_EXIT("worker %d: malloc(%zu) returned NULL", w->idx, sz);
     allocs++;
-    stamp(p, sz, lc_tag(0x3Fu + (uint64_t)w->idx, serial++, sz));
+    stamp(p, sz, ts_stamp_tag(0x3Fu + (uint64_t)w->idx, serial++, sz));
     void *expected = NULL;
     if (!atomic_compare_exchange_strong_explicit(&table[i], &expected, p, memory_order_acq_rel,
                                                  memory_order_relaxed)) {
@@ -282,10 +291,10 @@ static void *worker_main(void *arg)
 
     /* short-lived pairs */
     for (int k = 0; k < 4; k++) {
-      size_t s2 = lc_size_log(&rng, 16, 2048);
+      size_t s2 = ts_xs_size_log(&rng, 16, 2048);
       void *q = malloc(s2);
       if (!q)
-        LC_FAIL("worker %d: malloc(%zu) returned NULL", w->idx, s2);
+        TS_FAIL_EXIT("worker %d: malloc(%zu) returned NULL", w->idx, s2);
       stamp(q, s2, serial);
       if (!check(q))
         bad++;
@@ -307,14 +316,14 @@ static void *worker_main(void *arg)
  * hung (it is then killed and reaped). */
 static int wait_child(pid_t pid, const sigset_t *chld, double timeout, int *status)
 {
-  double deadline = lc_now() + timeout;
+  double deadline = ts_now() + timeout;
   for (;;) {
     pid_t r = waitpid(pid, status, WNOHANG);
     if (r == pid)
       return 1;
     if (r < 0 && errno != EINTR)
-      LC_FAIL("waitpid(%d): %s", (int)pid, strerror(errno));
-    double left = deadline - lc_now();
+      TS_FAIL_EXIT("waitpid(%d): %s", (int)pid, strerror(errno));
+    double left = deadline - ts_now();
     if (left <= 0) {
       kill(pid, SIGKILL);
       while (waitpid(pid, status, 0) < 0 && errno == EINTR)
@@ -330,14 +339,14 @@ static int wait_child(pid_t pid, const sigset_t *chld, double timeout, int *stat
 
 int main(int argc, char **argv)
 {
-  n_workers = lc_arg_long(argc, argv, "--workers", 4);
-  n_forks = lc_arg_long(argc, argv, "--forks", 200);
-  slots_per_worker = lc_arg_long(argc, argv, "--slots", 128);
-  batch_n = lc_arg_long(argc, argv, "--batch", 32);
-  child_blocks = lc_arg_long(argc, argv, "--child-blocks", 64);
-  child_timeout = lc_arg_double(argc, argv, "--child-timeout", 20.0);
+  n_workers = ts_arg_long(argc, argv, "--workers", 4);
+  n_forks = ts_arg_long(argc, argv, "--forks", 200);
+  slots_per_worker = ts_arg_long(argc, argv, "--slots", 128);
+  batch_n = ts_arg_long(argc, argv, "--batch", 32);
+  child_blocks = ts_arg_long(argc, argv, "--child-blocks", 64);
+  child_timeout = ts_arg_double(argc, argv, "--child-timeout", 20.0);
   if (n_workers < 1 || n_forks < 1 || slots_per_worker < 1 || batch_n < 1 || child_blocks < 1)
-    LC_FAIL("bad parameters");
+    TS_FAIL_EXIT("bad parameters");
 
   /* SIGCHLD blocked in every thread (workers inherit the mask), so that it
    * stays pending for sigtimedwait in the main thread. */
@@ -350,28 +359,28 @@ int main(int argc, char **argv)
   table = calloc(table_n, sizeof *table);
   worker_t *ws = calloc((size_t)n_workers, sizeof *ws);
   if (!table || !ws)
-    LC_FAIL("setup allocation failed");
+    TS_FAIL_EXIT("setup allocation failed");
   atomic_fetch_add(&parent_allocs, 2);
 
-  lc_out("lc_fork: %ld workers, %ld forks (odd ones from worker 0), table of %zu blocks, "
+  ts_out("lc_fork: %ld workers, %ld forks (odd ones from worker 0), table of %zu blocks, "
          "batch %ld, child timeout %.0fs\n",
          n_workers, n_forks, table_n, batch_n, child_timeout);
 
-  double t0 = lc_now();
+  double t0 = ts_now();
   for (long i = 0; i < n_workers; i++) {
     ws[i].idx = (int)i;
     int rc = pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
     if (rc != 0)
-      LC_FAIL("pthread_create: %s", strerror(rc));
+      TS_FAIL_EXIT("pthread_create: %s", strerror(rc));
   }
 
-  uint64_t rng = lc_seed(0x11u, 0);
+  ts_xs rng = {ts_hash_pair(0x11u, 0)};
   long ok_children = 0, failed = 0, hung = 0, fork_errors = 0;
   double fork_sum = 0, fork_max = 0, wait_sum = 0, wait_max = 0;
   for (long f = 0; f < n_forks; f++) {
     pid_t pid;
     int err;
-    double tf = lc_now();
+    double tf = ts_now();
     if (f % 2 == 0 || n_workers < 1) {
       pid = do_fork(f, &rng);
       err = errno;
@@ -388,14 +397,14 @@ int main(int argc, char **argv)
       pthread_mutex_unlock(&fork_mu);
     }
     if (pid < 0) {
-      lc_err("lc_fork: fork %ld failed: %s\n", f, strerror(err));
+      ts_err("lc_fork: fork %ld failed: %s\n", f, strerror(err));
       fork_errors++;
       continue;
     }
-    double tw = lc_now();
+    double tw = ts_now();
     int st = 0;
     int ended = wait_child(pid, &chld, child_timeout, &st);
-    double te = lc_now();
+    double te = ts_now();
     fork_sum += tw - tf;
     wait_sum += te - tw;
     if (tw - tf > fork_max)
@@ -403,7 +412,7 @@ int main(int argc, char **argv)
     if (te - tw > wait_max)
       wait_max = te - tw;
     if (!ended) {
-      lc_err("lc_fork: child %ld (pid %d, forked by %s) still running after %.0fs: killed\n", f,
+      ts_err("lc_fork: child %ld (pid %d, forked by %s) still running after %.0fs: killed\n", f,
              (int)pid, f % 2 ? "worker 0" : "main", child_timeout);
       hung++;
     } else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
@@ -411,16 +420,16 @@ int main(int argc, char **argv)
     } else {
       failed++;
       if (WIFEXITED(st))
-        lc_err("lc_fork: child %ld (forked by %s) exited with status %d\n", f,
+        ts_err("lc_fork: child %ld (forked by %s) exited with status %d\n", f,
                f % 2 ? "worker 0" : "main", WEXITSTATUS(st));
       else if (WIFSIGNALED(st))
-        lc_err("lc_fork: child %ld (forked by %s) killed by signal %d (%s)\n", f,
+        ts_err("lc_fork: child %ld (forked by %s) killed by signal %d (%s)\n", f,
                f % 2 ? "worker 0" : "main", WTERMSIG(st), strsignal(WTERMSIG(st)));
     }
     if ((f + 1) % 50 == 0) {
-      lc_mem_t m = lc_mem_now();
-      lc_out("  after %4ld forks: %ld ok, %ld failed, %ld hung; rss %.1f MiB  %.1fs\n", f + 1,
-             ok_children, failed, hung, lc_mib(m.rss_kib), lc_now() - t0);
+      ts_mem m = ts_mem_now();
+      ts_out("  after %4ld forks: %ld ok, %ld failed, %ld hung; rss %.1f MiB  %.1fs\n", f + 1,
+             ok_children, failed, hung, ts_mib(m.rss_kib), ts_now() - t0);
     }
   }
 
@@ -430,7 +439,7 @@ int main(int argc, char **argv)
     pthread_join(ws[i].th, NULL);
     ops += ws[i].ops;
   }
-  lc_mem_t peak = lc_mem_now();
+  ts_mem peak = ts_mem_now();
   for (size_t i = 0; i < table_n; i++) {
     void *p = atomic_load(&table[i]);
     if (p) {
@@ -443,36 +452,36 @@ int main(int argc, char **argv)
   free(ws);
   free(table);
   atomic_fetch_add(&parent_frees, 2);
-  lc_mem_t fin = lc_mem_now();
-  double wall = lc_now() - t0;
+  ts_mem fin = ts_mem_now();
+  double wall = ts_now() - t0;
 
   unsigned long na = atomic_load(&parent_allocs), nf = atomic_load(&parent_frees);
   unsigned long bad = atomic_load(&parent_bad);
-  lc_out("lc_fork: %ld forks in %.2fs: %ld children exited 0, %ld failed, %ld hung, %ld fork errors; "
+  ts_out("lc_fork: %ld forks in %.2fs: %ld children exited 0, %ld failed, %ld hung, %ld fork errors; "
          "workers did %lu iterations meanwhile\n",
          n_forks, wall, ok_children, failed, hung, fork_errors, ops);
-  lc_out("lc_fork: fork+batch in the forking thread %.1f ms avg, %.1f ms max; wait for the child "
+  ts_out("lc_fork: fork+batch in the forking thread %.1f ms avg, %.1f ms max; wait for the child "
          "%.1f ms avg, %.1f ms max\n",
          1e3 * fork_sum / (double)n_forks, 1e3 * fork_max, 1e3 * wait_sum / (double)n_forks,
          1e3 * wait_max);
-  lc_out("lc_fork: parent peak rss %.1f MiB, rss after freeing all %.1f MiB\n", lc_mib(peak.hwm_kib),
-         lc_mib(fin.rss_kib));
+  ts_out("lc_fork: parent peak rss %.1f MiB, rss after freeing all %.1f MiB\n", ts_mib(peak.hwm_kib),
+         ts_mib(fin.rss_kib));
 
   int ok = 1;
   if (ok_children != n_forks) {
-    lc_err("FAIL: only %ld of %ld children exited with status 0 (%ld failed, %ld hung, %ld fork errors)\n",
+    ts_err("FAIL: only %ld of %ld children exited with status 0 (%ld failed, %ld hung, %ld fork errors)\n",
            ok_children, n_forks, failed, hung, fork_errors);
     ok = 0;
   }
   if (bad) {
-    lc_err("FAIL: parent found %lu blocks with an overwritten stamp\n", bad);
+    ts_err("FAIL: parent found %lu blocks with an overwritten stamp\n", bad);
     ok = 0;
   }
   if (na != nf) {
-    lc_err("FAIL: parent bookkeeping: %lu allocated, %lu freed\n", na, nf);
+    ts_err("FAIL: parent bookkeeping: %lu allocated, %lu freed\n", na, nf);
     ok = 0;
   }
-  lc_out("LC_METRICS prog=fork wall_s=%.2f peak_rss_kib=%ld final_rss_kib=%ld children_ok=%ld "
+  ts_out("LC_METRICS prog=fork wall_s=%.2f peak_rss_kib=%ld final_rss_kib=%ld children_ok=%ld "
          "children_failed=%ld children_hung=%ld mallocs=%lu result=%s\n",
          wall, peak.hwm_kib, fin.rss_kib, ok_children, failed, hung, na, ok ? "pass" : "fail");
   return ok ? 0 : 1;

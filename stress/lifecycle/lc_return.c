@@ -36,15 +36,23 @@
  * arena and does nothing for that allocator) and reports RSS again.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "lc_common.h"
+#include "support/args.h"
+#include "support/clock.h"
+#include "support/fill.h"
+#include "support/report.h"
+#include "support/rng.h"
+#include "support/rss.h"
 
 typedef struct tstate {
   pthread_t th;
@@ -66,13 +74,13 @@ static pthread_barrier_t bar_alloc_done, bar_measured, bar_free_done;
 
 static uint64_t block_tag(int owner, size_t i, size_t size)
 {
-  return lc_tag((uint64_t)owner + 77, (uint64_t)i, size);
+  return ts_stamp_tag((uint64_t)owner + 77, (uint64_t)i, size);
 }
 
 static void *thread_main(void *arg)
 {
   tstate_t *t = (tstate_t *)arg;
-  uint64_t rng = lc_seed(0x5E7u, (uint64_t)t->idx);
+  ts_xs rng = {ts_hash_pair(0x5E7u, (uint64_t)t->idx)};
 
   /* The arrays: sized for the worst case (all blocks of 16 B) is too much;
    * grow them as needed.  They are the program's own blocks, freed at the end. */
@@ -80,28 +88,28 @@ static void *thread_main(void *arg)
   t->ptrs = malloc(cap * sizeof(void *));
   t->sizes = malloc(cap * sizeof(uint32_t));
   if (!t->ptrs || !t->sizes)
-    LC_FAIL("array allocation failed");
+    TS_FAIL_EXIT("array allocation failed");
   while (t->bytes < per_thread_bytes) {
     if (t->n == cap) {
       cap *= 2;
       void **np = realloc(t->ptrs, cap * sizeof(void *));
       if (!np)
-        LC_FAIL("realloc of the pointer array failed");
+        TS_FAIL_EXIT("realloc of the pointer array failed");
       t->ptrs = np;
       uint32_t *ns = realloc(t->sizes, cap * sizeof(uint32_t));
       if (!ns)
-        LC_FAIL("realloc of the size array failed");
+        TS_FAIL_EXIT("realloc of the size array failed");
       t->sizes = ns;
     }
-    size_t sz = lc_size_log(&rng, block_min, block_max);
+    size_t sz = ts_xs_size_log(&rng, block_min, block_max);
     void *p = malloc(sz);
     if (!p)
-      LC_FAIL("malloc(%zu) returned NULL after %zu MiB", sz, t->bytes >> 20);
+      TS_FAIL_EXIT("malloc(%zu) returned NULL after %zu MiB", sz, t->bytes >> 20);
     /* touch every byte (small blocks) or every page (large blocks: the stamp
      * has a word in each 4 KiB): RSS then reflects what the program holds */
     if (!large_mode)
       memset(p, 0xA5, sz);
-    lc_fill(p, sz, block_tag(t->idx, t->n, sz));
+    ts_stamp_fill(p, sz, block_tag(t->idx, t->n, sz));
     t->ptrs[t->n] = p;
     t->sizes[t->n] = (uint32_t)sz;
     t->n++;
@@ -118,14 +126,14 @@ static void *thread_main(void *arg)
   size_t i = 0, j = 1;
   while (i < t->n || j < o->n) {
     if (i < t->n) {
-      if (!lc_check(t->ptrs[i], t->sizes[i], block_tag(t->idx, i, t->sizes[i])))
+      if (!ts_stamp_check(t->ptrs[i], t->sizes[i], block_tag(t->idx, i, t->sizes[i])))
         t->bad++;
       free(t->ptrs[i]);
       t->own_frees++;
       i += 2;
     }
     if (j < o->n) {
-      if (!lc_check(o->ptrs[j], o->sizes[j], block_tag(nb, j, o->sizes[j])))
+      if (!ts_stamp_check(o->ptrs[j], o->sizes[j], block_tag(nb, j, o->sizes[j])))
         t->bad++;
       free(o->ptrs[j]);
       t->cross_frees++;
@@ -136,13 +144,6 @@ static void *thread_main(void *arg)
   /* Nobody reads this thread's arrays after this barrier. */
   pthread_barrier_wait(&bar_free_done);
   return NULL;
-}
-
-static void sleep_ms(long ms)
-{
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
 }
 
 static const char *size_text(size_t n, char *buf, size_t len)
@@ -165,55 +166,55 @@ int main(int argc, char **argv)
     block_min = (size_t)1 << 20;
     block_max = (size_t)16 << 20;
   }
-  n_threads = lc_arg_long(argc, argv, "--threads", 4);
-  long total_mib = lc_arg_long(argc, argv, "--total-mib", 1024);
-  double max_final_pct = lc_arg_double(argc, argv, "--max-final-pct", 0.0);
-  long settle_ms = lc_arg_long(argc, argv, "--settle-ms", large_mode ? 1000 : 0);
+  n_threads = ts_arg_long(argc, argv, "--threads", 4);
+  long total_mib = ts_arg_long(argc, argv, "--total-mib", 1024);
+  double max_final_pct = ts_arg_double(argc, argv, "--max-final-pct", 0.0);
+  long settle_ms = ts_arg_long(argc, argv, "--settle-ms", large_mode ? 1000 : 0);
   if (n_threads < 2 || total_mib < 1 || settle_ms < 0)
-    LC_FAIL("need --threads >= 2, --total-mib >= 1 and --settle-ms >= 0");
+    TS_FAIL_EXIT("need --threads >= 2, --total-mib >= 1 and --settle-ms >= 0");
   per_thread_bytes = ((size_t)total_mib << 20) / (size_t)n_threads;
 
-  lc_mem_t start = lc_mem_now();
+  ts_mem start = ts_mem_now();
   char lo[32], hi[32];
-  lc_out("lc_return: %ld threads allocate %ld MiB in blocks of %s .. %s; rss at start %.1f MiB\n",
+  ts_out("lc_return: %ld threads allocate %ld MiB in blocks of %s .. %s; rss at start %.1f MiB\n",
          n_threads, total_mib, size_text(block_min, lo, sizeof lo),
-         size_text(block_max, hi, sizeof hi), lc_mib(start.rss_kib));
+         size_text(block_max, hi, sizeof hi), ts_mib(start.rss_kib));
 
   ts = calloc((size_t)n_threads, sizeof *ts);
   if (!ts)
-    LC_FAIL("calloc failed");
+    TS_FAIL_EXIT("calloc failed");
   pthread_barrier_init(&bar_alloc_done, NULL, (unsigned)n_threads + 1);
   pthread_barrier_init(&bar_measured, NULL, (unsigned)n_threads + 1);
   pthread_barrier_init(&bar_free_done, NULL, (unsigned)n_threads);
 
-  double t0 = lc_now();
+  double t0 = ts_now();
   for (long i = 0; i < n_threads; i++) {
     ts[i].idx = (int)i;
     int rc = pthread_create(&ts[i].th, NULL, thread_main, &ts[i]);
     if (rc != 0)
-      LC_FAIL("pthread_create: %s", strerror(rc));
+      TS_FAIL_EXIT("pthread_create: %s", strerror(rc));
   }
   pthread_barrier_wait(&bar_alloc_done);
-  double t_alloc = lc_now() - t0;
-  lc_mem_t peak = lc_mem_now();
+  double t_alloc = ts_now() - t0;
+  ts_mem peak = ts_mem_now();
   unsigned long blocks = 0;
   size_t bytes = 0;
   for (long i = 0; i < n_threads; i++) {
     blocks += ts[i].n;
     bytes += ts[i].bytes;
   }
-  lc_out("lc_return: allocated %lu blocks, %.1f MiB requested, in %.2fs; rss %.1f MiB, peak %.1f MiB\n",
-         blocks, (double)bytes / 1048576.0, t_alloc, lc_mib(peak.rss_kib), lc_mib(peak.hwm_kib));
+  ts_out("lc_return: allocated %lu blocks, %.1f MiB requested, in %.2fs; rss %.1f MiB, peak %.1f MiB\n",
+         blocks, (double)bytes / 1048576.0, t_alloc, ts_mib(peak.rss_kib), ts_mib(peak.hwm_kib));
   pthread_barrier_wait(&bar_measured);
 
-  double t1 = lc_now();
+  double t1 = ts_now();
   unsigned long own = 0, cross = 0, bad = 0;
   for (long i = 0; i < n_threads; i++) {
     int rc = pthread_join(ts[i].th, NULL);
     if (rc != 0)
-      LC_FAIL("pthread_join: %s", strerror(rc));
+      TS_FAIL_EXIT("pthread_join: %s", strerror(rc));
   }
-  double t_free = lc_now() - t1;
+  double t_free = ts_now() - t1;
   unsigned long arrays = 0;
   for (long i = 0; i < n_threads; i++) {
     own += ts[i].own_frees;
@@ -226,58 +227,58 @@ int main(int argc, char **argv)
   unsigned long mallocs = blocks + arrays + 1;
   /* ts itself is freed at the very end; it is small. */
 
-  lc_mem_t fin = lc_mem_now();
+  ts_mem fin = ts_mem_now();
   double pct = 100.0 * (double)fin.rss_kib / (double)peak.hwm_kib;
   /* Settle: poll every 50 ms, stop once within the threshold. */
-  double t_settle = lc_now();
+  double t_settle = ts_now();
   long best_kib = fin.rss_kib, best_ms = 0, waited_ms = 0;
   while (waited_ms < settle_ms &&
          !(max_final_pct > 0 && 100.0 * (double)best_kib / (double)peak.hwm_kib <= max_final_pct)) {
-    sleep_ms(50);
-    waited_ms = (long)((lc_now() - t_settle) * 1000.0);
-    long r = lc_mem_now().rss_kib;
+    ts_sleep(0.05);
+    waited_ms = (long)((ts_now() - t_settle) * 1000.0);
+    long r = ts_mem_now().rss_kib;
     if (r < best_kib) {
       best_kib = r;
       best_ms = waited_ms;
     }
   }
   double best_pct = 100.0 * (double)best_kib / (double)peak.hwm_kib;
-  double wall = lc_now() - t0;
-  lc_out("lc_return: freed %lu blocks (%lu by their owner, %lu by another thread) in %.2fs\n",
+  double wall = ts_now() - t0;
+  ts_out("lc_return: freed %lu blocks (%lu by their owner, %lu by another thread) in %.2fs\n",
          own + cross, own, cross, t_free);
-  lc_out("lc_return: peak rss %.1f MiB, rss after free %.1f MiB = %.1f%% of peak\n",
-         lc_mib(peak.hwm_kib), lc_mib(fin.rss_kib), pct);
+  ts_out("lc_return: peak rss %.1f MiB, rss after free %.1f MiB = %.1f%% of peak\n",
+         ts_mib(peak.hwm_kib), ts_mib(fin.rss_kib), pct);
   if (settle_ms > 0)
-    lc_out("lc_return: lowest rss within %ld ms (polled every 50 ms for %ld ms): %.1f MiB = %.1f%% "
+    ts_out("lc_return: lowest rss within %ld ms (polled every 50 ms for %ld ms): %.1f MiB = %.1f%% "
            "of peak, reached after %ld ms\n",
-           settle_ms, waited_ms, lc_mib(best_kib), best_pct, best_ms);
+           settle_ms, waited_ms, ts_mib(best_kib), best_pct, best_ms);
 
   malloc_trim(0);
-  lc_mem_t trimmed = lc_mem_now();
-  lc_out("lc_return: (information) rss after malloc_trim(0) %.1f MiB = %.1f%% of peak\n",
-         lc_mib(trimmed.rss_kib), 100.0 * (double)trimmed.rss_kib / (double)peak.hwm_kib);
+  ts_mem trimmed = ts_mem_now();
+  ts_out("lc_return: (information) rss after malloc_trim(0) %.1f MiB = %.1f%% of peak\n",
+         ts_mib(trimmed.rss_kib), 100.0 * (double)trimmed.rss_kib / (double)peak.hwm_kib);
 
   int ok = 1;
   if (bad) {
-    lc_err("FAIL: %lu blocks had their stamp overwritten (memory handed out twice or corrupted)\n", bad);
+    ts_err("FAIL: %lu blocks had their stamp overwritten (memory handed out twice or corrupted)\n", bad);
     ok = 0;
   }
   if (own + cross != blocks) {
-    lc_err("FAIL: bookkeeping: freed %lu of %lu blocks\n", own + cross, blocks);
+    ts_err("FAIL: bookkeeping: freed %lu of %lu blocks\n", own + cross, blocks);
     ok = 0;
   }
   if (max_final_pct > 0) {
     if (best_pct > max_final_pct) {
-      lc_err("FAIL: rss after freeing everything is %.1f MiB = %.1f%% of the %.1f MiB peak "
+      ts_err("FAIL: rss after freeing everything is %.1f MiB = %.1f%% of the %.1f MiB peak "
              "(limit %.1f%%; lowest within %ld ms of the frees)\n",
-             lc_mib(best_kib), best_pct, lc_mib(peak.hwm_kib), max_final_pct, settle_ms);
+             ts_mib(best_kib), best_pct, ts_mib(peak.hwm_kib), max_final_pct, settle_ms);
       ok = 0;
     }
   } else {
-    lc_out("lc_return: no threshold given: rss figures reported only\n");
+    ts_out("lc_return: no threshold given: rss figures reported only\n");
   }
 
-  lc_out("LC_METRICS prog=return blocks=%s wall_s=%.2f peak_rss_kib=%ld final_rss_kib=%ld "
+  ts_out("LC_METRICS prog=return blocks=%s wall_s=%.2f peak_rss_kib=%ld final_rss_kib=%ld "
          "final_pct=%.1f settled_rss_kib=%ld settled_pct=%.1f settled_ms=%ld "
          "trimmed_rss_kib=%ld mallocs=%lu %s=%lu result=%s\n",
          large_mode ? "large" : "small", wall, peak.hwm_kib, fin.rss_kib, pct, best_kib, best_pct,
