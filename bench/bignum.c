@@ -24,9 +24,16 @@
  * check=<hex> (per-thread cycle checksums xor-ed), which is the same in
  * every run with the same thread count, whatever the allocator.
  *
- * ops = mallocs + frees.  Prints one RESULT line (see bench_util.h).
+ * ops = mallocs + frees.  Prints one RESULT line (see tests/support/bench.h).
  */
-#include "bench_util.h"
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/bench.h"
+#include "support/rng.h"
 
 typedef unsigned __int128 u128;
 
@@ -55,7 +62,7 @@ static bn *bn_new(ctx *c, uint32_t cap)
     size_t size = sizeof(bn) + (size_t)cap * sizeof(uint64_t);
     bn *x = malloc(size);
     if (!x)
-        bench_oom("bignum", size);
+        ts_bench_oom("bignum", size);
     x->n = 0;
     x->cap = cap;
     c->ops++;
@@ -223,10 +230,10 @@ static uint64_t addmod(uint64_t a, uint64_t b, uint64_t m)
 
 /* One check of the newest number f[2] = F(n) against f[1] = F(n-1) and
  * f[0] = F(n-2).  Returns the value to mix into the checksum. */
-static uint64_t check(ctx *c, bench_rng *r, bn *const f[3], uint64_t n,
+static uint64_t check(ctx *c, ts_xs *r, bn *const f[3], uint64_t n,
                       const uint64_t fm[NPRIMES])
 {
-    switch (bench_rng_below(r, 4)) {
+    switch (ts_xs_below(r, 4)) {
     case 0: {                   /* Cassini */
         bn *x = bn_mul(c, f[0], f[2]);
         bn *y = bn_mul(c, f[1], f[1]);
@@ -241,7 +248,7 @@ static uint64_t check(ctx *c, bench_rng *r, bn *const f[3], uint64_t n,
         return h;
     }
     case 1: {                   /* division by a small prime */
-        int k = (int)bench_rng_below(r, NPRIMES);
+        int k = (int)ts_xs_below(r, NPRIMES);
         uint64_t rem;
         bn *q = bn_divmod_small(c, f[2], primes[k], &rem);
         if (rem != fm[k])
@@ -261,7 +268,7 @@ static uint64_t check(ctx *c, bench_rng *r, bn *const f[3], uint64_t n,
         return h ^ rem;
     }
     case 2: {                   /* shift round trip */
-        unsigned s = 1 + bench_rng_below(r, 127);
+        unsigned s = 1 + ts_xs_below(r, 127);
         bn *t = bn_shl(c, f[2], s);
         bn *u = bn_shr(c, t, s);
         if (!bn_eq(u, f[2]))
@@ -282,16 +289,16 @@ static uint64_t check(ctx *c, bench_rng *r, bn *const f[3], uint64_t n,
     }
 }
 
-static void work(bench_worker *w)
+static void work(ts_bench_worker *w)
 {
     ctx c = {0, 0};
-    bench_rng r;
+    ts_xs r;
     bn *ring[RING];
     uint64_t first = 0, cycles = 0;
 
-    while (!bench_stopped(w)) {
+    while (!ts_bench_stopped(w)) {
         /* one cycle: F(0) .. F(~1000) */
-        bench_rng_seed(&r, w->seed);
+        ts_xs_seed(&r, w->seed);
         uint64_t h = 0xCBF29CE484222325ULL;
         uint64_t fm[NPRIMES], fm_prev[NPRIMES];
         for (int k = 0; k < NPRIMES; k++) {
@@ -320,7 +327,7 @@ static void work(bench_worker *w)
             bn *const tri[3] = {ring[(n - 2) % RING], ring[(n - 1) % RING], f};
             h ^= check(&c, &r, tri, n, fm);
             h *= 0x9E3779B97F4A7C15ULL;
-            if ((n & 15) == 0 && bench_stopped(w)) {
+            if ((n & 15) == 0 && ts_bench_stopped(w)) {
                 stopped = true;
                 break;
             }
@@ -344,9 +351,9 @@ int main(int argc, char **argv)
 {
     int threads;
     double secs;
-    static bench_worker w[BENCH_MAX_THREADS];
-    bench_parse_args(argc, argv, "big-number arithmetic in 16..200 byte blocks", &threads, &secs);
-    double el = bench_run(threads, secs, work, NULL, w);
+    static ts_bench_worker w[TS_BENCH_MAX_THREADS];
+    ts_bench_args(argc, argv, "big-number arithmetic in 16..200 byte blocks", &threads, &secs);
+    double el = ts_bench_run(threads, secs, work, NULL, w);
     uint64_t bad = 0, sum = 0;
     for (int i = 0; i < threads; i++) {
         bad += w[i].extra;
@@ -354,7 +361,7 @@ int main(int argc, char **argv)
     }
     char suffix[64];
     snprintf(suffix, sizeof suffix, "check=%016llx", (unsigned long long)sum);
-    bench_report("bignum", threads, el, bench_sum_ops(w, threads), suffix);
+    ts_bench_report("bignum", threads, el, ts_bench_sum_ops(w, threads), suffix);
     if (bad) {
         fprintf(stderr, "bignum: %llu wrong results (corrupted numbers)\n",
                 (unsigned long long)bad);

@@ -19,7 +19,15 @@
  * blocks that sat on a 64-byte line together with another thread's block
  * (0% is ideal; with 1 thread it is always 0).
  */
-#include "bench_util.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/bench.h"
 
 #define BLOCKS 256          /* per thread and round */
 #define WRITES 512          /* increments of each block per round */
@@ -67,20 +75,20 @@ static void measure(state *s)
     s->blocks_seen += (uint64_t)total;
 }
 
-static void work(bench_worker *w)
+static void work(ts_bench_worker *w)
 {
     state *s = w->shared;
     uint64_t *mine[BLOCKS];
     uint64_t ops = 0;
     for (;;) {
         if (w->id == 0) {
-            bool go = !bench_stopped(w);
+            bool go = !ts_bench_stopped(w);
             if (go) {
                 for (int i = 0; i < BLOCKS; i++)
                     for (int t = 0; t < s->n; t++) {
                         uint64_t *p = malloc(BLOCK_SIZE);
                         if (!p)
-                            bench_oom("falseshare", BLOCK_SIZE);
+                            ts_bench_oom("falseshare", BLOCK_SIZE);
                         *p = 0;
                         s->blk[t][i] = p;
                     }
@@ -116,8 +124,8 @@ int main(int argc, char **argv)
 {
     int threads;
     double secs;
-    static bench_worker w[BENCH_MAX_THREADS];
-    bench_parse_args(argc, argv,
+    static ts_bench_worker w[TS_BENCH_MAX_THREADS];
+    ts_bench_args(argc, argv,
                      "thread 0 allocates 16-byte blocks that other threads write", &threads,
                      &secs);
     state s;
@@ -128,20 +136,20 @@ int main(int argc, char **argv)
     s.blk = malloc((size_t)threads * sizeof *s.blk);
     s.pos = malloc((size_t)threads * BLOCKS * sizeof *s.pos);
     if (!s.blk || !s.pos)
-        bench_oom("falseshare", (size_t)threads * BLOCKS * sizeof *s.pos);
+        ts_bench_oom("falseshare", (size_t)threads * BLOCKS * sizeof *s.pos);
     for (int t = 0; t < threads; t++) {
         s.blk[t] = malloc(BLOCKS * sizeof(uint64_t *));
         if (!s.blk[t])
-            bench_oom("falseshare", BLOCKS * sizeof(uint64_t *));
+            ts_bench_oom("falseshare", BLOCKS * sizeof(uint64_t *));
     }
 
-    double el = bench_run(threads, secs, work, &s, w);
+    double el = ts_bench_run(threads, secs, work, &s, w);
 
     char extra[96];
     snprintf(extra, sizeof extra, "shared=%.1f%% rounds=%llu",
              s.blocks_seen ? 100.0 * (double)s.blocks_shared / (double)s.blocks_seen : 0.0,
              (unsigned long long)s.rounds);
-    bench_report("falseshare", threads, el, bench_sum_ops(w, threads), extra);
+    ts_bench_report("falseshare", threads, el, ts_bench_sum_ops(w, threads), extra);
 
     for (int t = 0; t < threads; t++)
         free(s.blk[t]);

@@ -45,14 +45,24 @@
  * the exchanges within a step, so peak RSS compares.
  *
  * ops = malloc + calloc + realloc calls.  Prints one RESULT line (see
- * bench_util.h) with the extras mode=..., live_peak_mib=N (the most bytes
+ * tests/support/bench.h) with the extras mode=..., live_peak_mib=N (the most bytes
  * live at once, setup included: the floor for any allocator's peak RSS;
  * it grows with the number of steps run, so a faster allocator meets a
  * higher one in the same seconds -- compare RSS at equal LARGE_ITERS), and
  * for mixed: reallocs=N remote=P%, and last elapsed_us=N (the steps'
  * time in microseconds: secs= has 3 decimals).
  */
-#include "bench_util.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/bench.h"
+#include "support/clock.h"
+#include "support/rng.h"
 
 #define PAGE 4096u
 #define MAGIC 0x6C61726765626C6BULL
@@ -155,29 +165,29 @@ static void note_live(shared_state *s, size_t n)
         ;
 }
 
-static void init_block(worker *w, hdr *h, size_t size, bench_rng *r)
+static void init_block(worker *w, hdr *h, size_t size, ts_xs *r)
 {
     h->magic = MAGIC;
     h->size = size;
     h->owner = (uint32_t)w->id;
-    h->tag = (uint32_t)bench_rng_next(r);
+    h->tag = (uint32_t)ts_xs_next(r);
     write_pattern(h, 0);
 }
 
 /* ---- buffers ---- */
 
-static hdr *new_buffer(worker *w, bench_rng *r)
+static hdr *new_buffer(worker *w, ts_xs *r)
 {
-    size_t size = BUF_MIN + bench_rng_below(r, (uint32_t)(BUF_MAX - BUF_MIN + 1));
+    size_t size = BUF_MIN + ts_xs_below(r, (uint32_t)(BUF_MAX - BUF_MIN + 1));
     unsigned char *p = calloc(1, size);
     if (!p)
-        bench_oom("large", size);
+        ts_bench_oom("large", size);
     w->ops++;
     bool zero = p[size - 1] == 0 && p[size / 2] == 0;
     for (size_t i = 0; i < sizeof(hdr); i++)
         zero = zero && p[i] == 0;
     for (int k = 0; k < 6; k++) {
-        size_t pg = 1 + bench_rng_below(r, (uint32_t)((size - 1) / PAGE));
+        size_t pg = 1 + ts_xs_below(r, (uint32_t)((size - 1) / PAGE));
         zero = zero && p[pg * PAGE] == 0 && p[pg * PAGE - 1] == 0;
     }
     if (!zero) {
@@ -220,19 +230,19 @@ static bool reserve_exact(shared_state *s, size_t want)
     return false;
 }
 
-static size_t mixed_size(bench_rng *r)
+static size_t mixed_size(ts_xs *r)
 {
-    unsigned shift = 18 + bench_rng_below(r, 8);               /* 256 KiB .. 32 MiB */
+    unsigned shift = 18 + ts_xs_below(r, 8);               /* 256 KiB .. 32 MiB */
     size_t base = (size_t)1 << shift;
-    return base + bench_rng_below(r, (uint32_t)base);          /* < 64 MiB */
+    return base + ts_xs_below(r, (uint32_t)base);          /* < 64 MiB */
 }
 
-static hdr *new_mixed(worker *w, bench_rng *r)
+static hdr *new_mixed(worker *w, ts_xs *r)
 {
     size_t size = reserve(w->s, mixed_size(r));
     hdr *h = malloc(size);
     if (!h)
-        bench_oom("large", size);
+        ts_bench_oom("large", size);
     w->ops++;
     init_block(w, h, size, r);
     return h;
@@ -240,11 +250,11 @@ static hdr *new_mixed(worker *w, bench_rng *r)
 
 /* Frees a replaced block, or parks it in an exchange slot and frees the
  * block that was there (usually another thread's). */
-static void retire_mixed(worker *w, hdr *h, bench_rng *r)
+static void retire_mixed(worker *w, hdr *h, ts_xs *r)
 {
     shared_state *s = w->s;
-    if (bench_rng_below(r, 1000) < s->xchg_permille) {
-        uint32_t j = bench_rng_below(r, NXCHG);
+    if (ts_xs_below(r, 1000) < s->xchg_permille) {
+        uint32_t j = ts_xs_below(r, NXCHG);
         /* acq_rel: publish our block's contents, see the previous one's */
         h = atomic_exchange_explicit(&s->xchg[j], h, memory_order_acq_rel);
         if (!h)
@@ -254,11 +264,11 @@ static void retire_mixed(worker *w, hdr *h, bench_rng *r)
 }
 
 /* Grows b to 1.5..2x.  Returns false (nothing done) if it cannot grow. */
-static bool grow_mixed(worker *w, hdr **slot, bench_rng *r)
+static bool grow_mixed(worker *w, hdr **slot, ts_xs *r)
 {
     hdr *h = *slot;
     size_t old = h->size;
-    size_t nsize = old + old / 2 + bench_rng_below(r, (uint32_t)(old / 2 + 1));
+    size_t nsize = old + old / 2 + ts_xs_below(r, (uint32_t)(old / 2 + 1));
     if (nsize > MIXED_MAX)
         nsize = MIXED_MAX;
     if (nsize <= old || !reserve_exact(w->s, nsize - old))
@@ -267,7 +277,7 @@ static bool grow_mixed(worker *w, hdr **slot, bench_rng *r)
     unsigned char first = pat(tag, PAGE), last = pat(tag, old - 1);
     unsigned char *p = realloc(h, nsize);
     if (!p)
-        bench_oom("large", nsize);
+        ts_bench_oom("large", nsize);
     w->ops++;
     w->reallocs++;
     h = (hdr *)p;
@@ -291,8 +301,8 @@ static void *run(void *arg)
 {
     worker *w = arg;
     shared_state *s = w->s;
-    bench_rng r;
-    bench_rng_seed(&r, w->seed);
+    ts_xs r;
+    ts_xs_seed(&r, w->seed);
     hdr *live[BUF_TOTAL];
     int n;
     if (s->mode == MODE_BUFFERS) {
@@ -317,11 +327,11 @@ static void *run(void *arg)
     for (uint64_t step = 0;; step++) {
         if (s->iters ? step >= s->iters : atomic_load_explicit(&s->stop, memory_order_relaxed))
             break;
-        uint32_t i = bench_rng_below(&r, (uint32_t)n);
+        uint32_t i = ts_xs_below(&r, (uint32_t)n);
         if (s->mode == MODE_BUFFERS) {
             release(w, live[i]);
             live[i] = new_buffer(w, &r);
-        } else if (bench_rng_below(&r, 4) == 0 && grow_mixed(w, &live[i], &r)) {
+        } else if (ts_xs_below(&r, 4) == 0 && grow_mixed(w, &live[i], &r)) {
             /* grown in place of a replacement */
         } else {
             retire_mixed(w, live[i], &r);
@@ -330,7 +340,7 @@ static void *run(void *arg)
         if (s->iters && s->nthreads > 1)
             pthread_barrier_wait(&s->step);
     }
-    w->t_end = bench_now();
+    w->t_end = ts_now();
     /* the final frees are all local: keep them out of remote=P% */
     uint64_t frees = w->frees, remote = w->remote_frees;
     for (int i = 0; i < n; i++)
@@ -344,7 +354,7 @@ int main(int argc, char **argv)
 {
     int threads;
     double secs;
-    bench_parse_args(argc, argv,
+    ts_bench_args(argc, argv,
                      "large blocks; LARGE_MODE=mixed (default) or buffers, "
                      "LARGE_ITERS=N for a fixed number of steps per thread",
                      &threads, &secs);
@@ -384,12 +394,12 @@ int main(int argc, char **argv)
     pthread_barrier_init(&s.start, NULL, (unsigned)threads + 1);
     pthread_barrier_init(&s.step, NULL, (unsigned)threads);
 
-    static worker w[BENCH_MAX_THREADS];
-    static pthread_t tid[BENCH_MAX_THREADS];
+    static worker w[TS_BENCH_MAX_THREADS];
+    static pthread_t tid[TS_BENCH_MAX_THREADS];
     for (int i = 0; i < threads; i++) {
         w[i].s = &s;
         w[i].id = i;
-        w[i].seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1) + 42;
+        w[i].seed = ts_bench_seed(i);
         w[i].ops = w[i].reallocs = w[i].frees = w[i].remote_frees = 0;
         int rc = pthread_create(&tid[i], NULL, run, &w[i]);
         if (rc != 0) {
@@ -398,9 +408,9 @@ int main(int argc, char **argv)
         }
     }
     pthread_barrier_wait(&s.start);
-    double t0 = bench_now();
+    double t0 = ts_now();
     if (!s.iters) {
-        bench_sleep(secs);
+        ts_sleep(secs);
         atomic_store_explicit(&s.stop, true, memory_order_relaxed);
     }
     double t_end = t0;
@@ -440,7 +450,7 @@ int main(int argc, char **argv)
                  threads * (BUF_TOTAL / threads < BUF_MIN_PER_THREAD ? BUF_MIN_PER_THREAD
                                                                       : BUF_TOTAL / threads),
                  us);
-    bench_report("large", threads, t_end - t0, ops, extra);
+    ts_bench_report("large", threads, t_end - t0, ops, extra);
 
     unsigned long long bad = atomic_load(&s.bad);
     if (bad) {

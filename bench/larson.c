@@ -32,7 +32,18 @@
  *
  * Set LARSON_VERBOSE=1 for a summary on stderr.
  */
-#include "bench_util.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/bench.h"
+#include "support/clock.h"
+#include "support/rng.h"
 
 #include <limits.h>
 
@@ -40,7 +51,7 @@ typedef struct lineage {
     char **blk;             /* chunks_per_thread live blocks */
     size_t *sz;             /* their sizes (for the tag check) */
     size_t n;               /* chunks_per_thread */
-    bench_rng rng;
+    ts_xs rng;
     uint64_t iters;         /* iterations per thread lifetime */
     /* Thread handoff.  `pred` is written by a thread just before it creates
      * its successor and read by the successor (pthread_create orders the
@@ -96,16 +107,16 @@ static void *worker(void *arg)
                 stopped = true;
                 break;
             }
-            size_t v = bench_rng_below(&L->rng, (uint32_t)L->n);
+            size_t v = ts_xs_below(&L->rng, (uint32_t)L->n);
             char *old = L->blk[v];
             if (!tag_ok(old, L->sz[v], v))
                 bad++;
             free(old);
             nfree++;
-            size_t size = g_min + bench_rng_below(&L->rng, (uint32_t)g_range);
+            size_t size = g_min + ts_xs_below(&L->rng, (uint32_t)g_range);
             char *p = malloc(size);
             if (p == NULL)
-                bench_oom("larson", size);
+                ts_bench_oom("larson", size);
             tag_write(p, size, v);
             L->blk[v] = p;
             L->sz[v] = size;
@@ -162,7 +173,7 @@ int main(int argc, char **argv)
     long chunks = parse_long(argv[4], "chunks_per_thread", 1, 1L << 24);
     long rounds = parse_long(argv[5], "rounds", 1, 1L << 30);
     long seed = parse_long(argv[6], "seed", LONG_MIN, LONG_MAX);
-    long nthreads = parse_long(argv[7], "threads", 1, BENCH_MAX_THREADS);
+    long nthreads = parse_long(argv[7], "threads", 1, TS_BENCH_MAX_THREADS);
     if (max_size <= min_size) {
         fprintf(stderr, "larson: need min_size < max_size (sizes are drawn from [min,max))\n");
         return 2;
@@ -173,19 +184,19 @@ int main(int argc, char **argv)
 
     lineage *L = calloc((size_t)nthreads, sizeof *L);
     if (!L)
-        bench_oom("larson", (size_t)nthreads * sizeof *L);
+        ts_bench_oom("larson", (size_t)nthreads * sizeof *L);
 
     /* Pre-fill in main: the first worker of each lineage frees main's blocks. */
-    bench_rng fill;
-    bench_rng_seed(&fill, (uint64_t)seed);
+    ts_xs fill;
+    ts_xs_seed(&fill, (uint64_t)seed);
     for (long t = 0; t < nthreads; t++) {
         L[t].n = (size_t)chunks;
         L[t].iters = (uint64_t)chunks * (uint64_t)rounds;
         L[t].blk = malloc((size_t)chunks * sizeof(char *));
         L[t].sz = malloc((size_t)chunks * sizeof(size_t));
         if (!L[t].blk || !L[t].sz)
-            bench_oom("larson", (size_t)chunks * sizeof(char *));
-        bench_rng_seed(&L[t].rng, (uint64_t)seed * 1000003ULL + (uint64_t)t + 1);
+            ts_bench_oom("larson", (size_t)chunks * sizeof(char *));
+        ts_xs_seed(&L[t].rng, (uint64_t)seed * 1000003ULL + (uint64_t)t + 1);
         atomic_init(&L[t].done, 0);
         atomic_init(&L[t].allocs, 0);
         atomic_init(&L[t].frees, 0);
@@ -193,17 +204,17 @@ int main(int argc, char **argv)
         atomic_init(&L[t].spawn_failures, 0);
         atomic_init(&L[t].tag_errors, 0);
         for (long i = 0; i < chunks; i++) {
-            size_t size = g_min + bench_rng_below(&fill, (uint32_t)g_range);
+            size_t size = g_min + ts_xs_below(&fill, (uint32_t)g_range);
             char *p = malloc(size);
             if (!p)
-                bench_oom("larson", size);
+                ts_bench_oom("larson", size);
             tag_write(p, size, (size_t)i);
             L[t].blk[i] = p;
             L[t].sz[i] = size;
         }
     }
 
-    double t0 = bench_now();
+    double t0 = ts_now();
     for (long t = 0; t < nthreads; t++) {
         pthread_t tid;
         int rc = pthread_create(&tid, NULL, worker, &L[t]);
@@ -215,15 +226,15 @@ int main(int argc, char **argv)
          * lineage) joins it. */
     }
 
-    bench_sleep((double)sleep_cnt);
+    ts_sleep((double)sleep_cnt);
     atomic_store_explicit(&g_stop, true, memory_order_relaxed);
 
     for (long t = 0; t < nthreads; t++) {
         while (!atomic_load_explicit(&L[t].done, memory_order_acquire))
-            bench_sleep(0.0005);
+            ts_sleep(0.0005);
         pthread_join(L[t].last, NULL);
     }
-    double elapsed = bench_now() - t0;
+    double elapsed = ts_now() - t0;
 
     unsigned long long ops = 0, nthr = 0, fails = 0, bad = 0;
     for (long t = 0; t < nthreads; t++) {

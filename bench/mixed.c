@@ -14,15 +14,19 @@
  * 4 KiB..32 KiB.  Unlike churn there are no bursts, the working set is
  * smaller and the sizes go down to 1 byte.
  *
- * ops = mallocs + frees.  Prints one RESULT line (see bench_util.h).
+ * ops = mallocs + frees.  Prints one RESULT line (see tests/support/bench.h).
  */
-#include "bench_util.h"
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "support/bench.h"
+#include "support/rng.h"
 
 #define SLOTS 1000
 
-static inline size_t pick_size(bench_rng *r)
+static inline size_t pick_size(ts_xs *r)
 {
-    uint64_t x = bench_rng_next(r);
+    uint64_t x = ts_xs_next(r);
     if ((x & 63) == 0)
         return 4097 + (size_t)((x >> 32) % (32768 - 4097 + 1));
     unsigned k = (unsigned)((x >> 6) % 12);                 /* 0..11 */
@@ -35,30 +39,30 @@ static inline unsigned char tag_of(const unsigned char *p, size_t size)
     return (unsigned char)(((uintptr_t)p >> 4) ^ size ^ 0x5A);
 }
 
-static void work(bench_worker *w)
+static void work(ts_bench_worker *w)
 {
-    bench_rng r;
-    bench_rng_seed(&r, w->seed);
+    ts_xs r;
+    ts_xs_seed(&r, w->seed);
     unsigned char **slot = malloc(SLOTS * sizeof *slot);
     size_t *size = malloc(SLOTS * sizeof *size);
     if (!slot || !size)
-        bench_oom("mixed", SLOTS * sizeof *size);
+        ts_bench_oom("mixed", SLOTS * sizeof *size);
     uint64_t ops = 0, bad = 0;
 
     for (int i = 0; i < SLOTS; i++) {
         size_t n = pick_size(&r);
         unsigned char *p = malloc(n);
         if (!p)
-            bench_oom("mixed", n);
+            ts_bench_oom("mixed", n);
         p[0] = p[n - 1] = tag_of(p, n);
         slot[i] = p;
         size[i] = n;
     }
     ops += SLOTS;
 
-    while (!bench_stopped(w)) {
+    while (!ts_bench_stopped(w)) {
         for (int k = 0; k < 64; k++) {
-            uint32_t i = bench_rng_below(&r, SLOTS);
+            uint32_t i = ts_xs_below(&r, SLOTS);
             unsigned char *p = slot[i];
             unsigned char t = tag_of(p, size[i]);
             if (p[0] != t || p[size[i] - 1] != t)
@@ -67,7 +71,7 @@ static void work(bench_worker *w)
             size_t n = pick_size(&r);
             p = malloc(n);
             if (!p)
-                bench_oom("mixed", n);
+                ts_bench_oom("mixed", n);
             p[0] = p[n - 1] = tag_of(p, n);
             slot[i] = p;
             size[i] = n;
@@ -85,5 +89,5 @@ static void work(bench_worker *w)
 
 int main(int argc, char **argv)
 {
-    return bench_main(argc, argv, "mixed", "random replacement in 1000 slots, 1 B..32 KiB skewed small", work, "blocks were overwritten while live");
+    return ts_bench_main(argc, argv, "mixed", "random replacement in 1000 slots, 1 B..32 KiB skewed small", work, "blocks were overwritten while live");
 }

@@ -17,10 +17,17 @@
  * `seconds`; consumers then drain the queue, so nothing leaks.
  *
  * ops = frees (one per block, i.e. per message), not mallocs + frees.
- * Prints one RESULT line (see bench_util.h); "threads=" in it is the number
+ * Prints one RESULT line (see tests/support/bench.h); "threads=" in it is the number
  * of pairs.  Extra: batches=N (batches passed through the queue).
  */
-#include "bench_util.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "support/bench.h"
 
 #define BATCH 64              /* blocks per batch */
 #define QCAP 256              /* capacity of the shared work queue, in batches */
@@ -73,7 +80,7 @@ static void q_init(bqueue *q, size_t cap)
     pthread_cond_init(&q->not_full, NULL);
     q->ring = malloc(cap * sizeof *q->ring);
     if (!q->ring)
-        bench_oom("pcqueue", cap * sizeof *q->ring);
+        ts_bench_oom("pcqueue", cap * sizeof *q->ring);
     q->cap = cap;
     q->head = q->count = 0;
 }
@@ -116,18 +123,18 @@ static batch *q_pop(bqueue *q, const int *left)
     return b;
 }
 
-static void producer(bench_worker *w, shared_state *s)
+static void producer(ts_bench_worker *w, shared_state *s)
 {
     uint32_t me = (uint32_t)w->id;
     uint64_t seq = 0;
-    while (!bench_stopped(w)) {
+    while (!ts_bench_stopped(w)) {
         batch *b = q_pop(&s->spare, NULL);
         b->producer = me;
         b->n = BATCH;
         for (uint32_t k = 0; k < BATCH; k++) {
             msg *m = malloc(BLOCK_SIZE);
             if (!m)
-                bench_oom("pcqueue", BLOCK_SIZE);
+                ts_bench_oom("pcqueue", BLOCK_SIZE);
             m->magic = MAGIC;
             m->producer = me;
             m->idx = k;
@@ -148,7 +155,7 @@ static void producer(bench_worker *w, shared_state *s)
     w->extra = seq;       /* mallocs */
 }
 
-static void consumer(bench_worker *w, shared_state *s)
+static void consumer(ts_bench_worker *w, shared_state *s)
 {
     uint64_t frees = 0, bad = 0, batches = 0;
     batch *b;
@@ -175,7 +182,7 @@ static void consumer(bench_worker *w, shared_state *s)
     w->extra = 0;
 }
 
-static void work(bench_worker *w)
+static void work(ts_bench_worker *w)
 {
     shared_state *s = w->shared;
     if (w->id < s->pairs)
@@ -188,13 +195,13 @@ int main(int argc, char **argv)
 {
     int pairs;
     double secs;
-    static bench_worker w[BENCH_MAX_THREADS];
-    bench_parse_args(argc, argv,
+    static ts_bench_worker w[TS_BENCH_MAX_THREADS];
+    ts_bench_args(argc, argv,
                      "N producers and N consumers sharing one locked queue of 64-block batches; "
                      "the first argument is N",
                      &pairs, &secs);
-    if (pairs * 2 > BENCH_MAX_THREADS) {
-        fprintf(stderr, "pcqueue: at most %d pairs\n", BENCH_MAX_THREADS / 2);
+    if (pairs * 2 > TS_BENCH_MAX_THREADS) {
+        fprintf(stderr, "pcqueue: at most %d pairs\n", TS_BENCH_MAX_THREADS / 2);
         return 2;
     }
 
@@ -210,15 +217,15 @@ int main(int argc, char **argv)
     atomic_init(&s.batches, 0);
     batch *pool = malloc(nbatch * sizeof *pool);
     if (!pool)
-        bench_oom("pcqueue", nbatch * sizeof *pool);
+        ts_bench_oom("pcqueue", nbatch * sizeof *pool);
     for (size_t i = 0; i < nbatch; i++) {
         pool[i].n = 0;
         q_push(&s.spare, &pool[i]);
     }
 
-    double el = bench_run(pairs * 2, secs, work, &s, w);
+    double el = ts_bench_run(pairs * 2, secs, work, &s, w);
 
-    uint64_t mallocs = 0, frees = bench_sum_ops(w, pairs * 2);
+    uint64_t mallocs = 0, frees = ts_bench_sum_ops(w, pairs * 2);
     for (int i = 0; i < pairs; i++)
         mallocs += w[i].extra;
     bool drained = s.work.count == 0 && s.spare.count == nbatch;
@@ -229,7 +236,7 @@ int main(int argc, char **argv)
     char extra[64];
     snprintf(extra, sizeof extra, "batches=%llu",
              (unsigned long long)atomic_load(&s.batches));
-    bench_report("pcqueue", pairs, el, frees, extra);
+    ts_bench_report("pcqueue", pairs, el, frees, extra);
 
     unsigned long long bad = atomic_load(&s.bad);
     if (bad) {

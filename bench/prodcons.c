@@ -12,10 +12,18 @@
  * When the ring is full the producer yields; when it is empty the consumer
  * yields.  At the end the consumer drains the ring, so nothing leaks.
  *
- * ops = mallocs + frees.  Prints one RESULT line (see bench_util.h);
+ * ops = mallocs + frees.  Prints one RESULT line (see tests/support/bench.h);
  * "threads=" in it is the number of pairs.
  */
-#include "bench_util.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "support/bench.h"
+#include "support/rng.h"
 
 #include <sched.h>
 
@@ -42,29 +50,29 @@ typedef struct {
 
 #define MAGIC 0x70726F64636F6E73ULL
 
-static inline size_t pick_size(bench_rng *r)
+static inline size_t pick_size(ts_xs *r)
 {
-    uint32_t c = bench_rng_below(r, 100);
+    uint32_t c = ts_xs_below(r, 100);
     if (c < 70)
-        return 16 + bench_rng_below(r, 113);       /* 16..128 */
+        return 16 + ts_xs_below(r, 113);       /* 16..128 */
     if (c < 95)
-        return 129 + bench_rng_below(r, 384);      /* 129..512 */
-    return 513 + bench_rng_below(r, 512);          /* 513..1024 */
+        return 129 + ts_xs_below(r, 384);      /* 129..512 */
+    return 513 + ts_xs_below(r, 512);          /* 513..1024 */
 }
 
-static void producer(bench_worker *w, ring *q)
+static void producer(ts_bench_worker *w, ring *q)
 {
-    bench_rng r;
-    bench_rng_seed(&r, w->seed);
+    ts_xs r;
+    ts_xs_seed(&r, w->seed);
     uint64_t ops = 0;
     size_t head = atomic_load_explicit(&q->head, memory_order_relaxed);
     size_t tail_seen = atomic_load_explicit(&q->tail, memory_order_acquire);
-    while (!bench_stopped(w)) {
+    while (!ts_bench_stopped(w)) {
         for (int k = 0; k < 64; k++) {
             size_t size = pick_size(&r);
             hdr *h = malloc(size);
             if (!h)
-                bench_oom("prodcons", size);
+                ts_bench_oom("prodcons", size);
             h->magic = MAGIC;
             h->size = size;
             if (size > sizeof(hdr))
@@ -88,7 +96,7 @@ static void producer(bench_worker *w, ring *q)
     w->ops = ops;
 }
 
-static void consumer(bench_worker *w, ring *q, shared_state *s)
+static void consumer(ts_bench_worker *w, ring *q, shared_state *s)
 {
     uint64_t ops = 0, bad = 0;
     size_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
@@ -122,7 +130,7 @@ static void consumer(bench_worker *w, ring *q, shared_state *s)
     w->ops = ops;
 }
 
-static void work(bench_worker *w)
+static void work(ts_bench_worker *w)
 {
     shared_state *s = w->shared;
     int pair = w->id / 2;
@@ -141,18 +149,18 @@ int main(int argc, char **argv)
 {
     int pairs;
     double secs;
-    static bench_worker w[BENCH_MAX_THREADS];
-    bench_parse_args(argc, argv,
+    static ts_bench_worker w[TS_BENCH_MAX_THREADS];
+    ts_bench_args(argc, argv,
                      "producer/consumer pairs; the first argument is the number of pairs",
                      &pairs, &secs);
-    if (pairs * 2 > BENCH_MAX_THREADS) {
-        fprintf(stderr, "prodcons: at most %d pairs\n", BENCH_MAX_THREADS / 2);
+    if (pairs * 2 > TS_BENCH_MAX_THREADS) {
+        fprintf(stderr, "prodcons: at most %d pairs\n", TS_BENCH_MAX_THREADS / 2);
         return 2;
     }
     shared_state s;
     s.rings = aligned_alloc(CACHELINE, (size_t)pairs * sizeof(ring));
     if (!s.rings)
-        bench_oom("prodcons", (size_t)pairs * sizeof(ring));
+        ts_bench_oom("prodcons", (size_t)pairs * sizeof(ring));
     for (int i = 0; i < pairs; i++) {
         atomic_init(&s.rings[i].head, 0);
         atomic_init(&s.rings[i].tail, 0);
@@ -160,11 +168,11 @@ int main(int argc, char **argv)
     }
     atomic_init(&s.bad, 0);
 
-    double el = bench_run(pairs * 2, secs, work, &s, w);
+    double el = ts_bench_run(pairs * 2, secs, work, &s, w);
     free(s.rings);
 
     unsigned long long bad = atomic_load(&s.bad);
-    bench_report("prodcons", pairs, el, bench_sum_ops(w, pairs * 2), NULL);
+    ts_bench_report("prodcons", pairs, el, ts_bench_sum_ops(w, pairs * 2), NULL);
     if (bad) {
         fprintf(stderr, "prodcons: %llu blocks arrived with a corrupted header\n", bad);
         return 3;

@@ -38,26 +38,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "support/args.h"
+#include "support/clock.h"
+#include "support/rss.h"
 
 #define PAGE 4096u
 #define MIB ((size_t)1 << 20)
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static long minflt(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_minflt;
-}
 
 static uint64_t word_at(size_t off) { return (off * 0x9E3779B97F4A7C15ULL) ^ 0x5DEECE66DULL; }
 
@@ -80,18 +68,8 @@ static bool frames(int fd, const void *p, size_t n, uint64_t *out)
 
 static long arg_long(int argc, char **argv, const char *name, long def)
 {
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return strtol(argv[i + 1], NULL, 10);
-    return def;
-}
-
-static const char *arg_str(int argc, char **argv, const char *name)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return argv[i + 1];
-    return NULL;
+    const char *v = ts_arg_str(argc, argv, name);
+    return v ? strtol(v, NULL, 10) : def;
 }
 
 static bool lib_mapped(const char *name)
@@ -110,9 +88,9 @@ int main(int argc, char **argv)
 {
     size_t from = (size_t)arg_long(argc, argv, "--from-mib", 1) * MIB;
     size_t max = (size_t)arg_long(argc, argv, "--max-mib", 1024) * MIB;
-    const char *pct_arg = arg_str(argc, argv, "--max-copied-pct");
+    const char *pct_arg = ts_arg_str(argc, argv, "--max-copied-pct");
     double max_pct = pct_arg ? strtod(pct_arg, NULL) : -1;
-    const char *lib = arg_str(argc, argv, "--expect-lib");
+    const char *lib = ts_arg_str(argc, argv, "--expect-lib");
     if (from < MIB || max < from) {
         fprintf(stderr, "realloc_double: need 1 <= --from-mib <= --max-mib\n");
         return 2;
@@ -147,11 +125,11 @@ int main(int argc, char **argv)
         size_t n = have * 2;
         if (known && !frames(fd, p, have, before))
             known = false;
-        long f0 = minflt();
-        double t0 = now();
+        long f0 = ts_minflt();
+        double t0 = ts_now();
         unsigned char *q = realloc(p, n);
-        in_realloc += now() - t0;
-        faults += minflt() - f0;
+        in_realloc += ts_now() - t0;
+        faults += ts_minflt() - f0;
         if (!q) {
             fprintf(stderr, "realloc_double: realloc(%zu -> %zu) failed\n", have, n);
             return 2;
@@ -182,9 +160,9 @@ int main(int argc, char **argv)
     double memcpy_ms = -1;
     if (ref) {
         memset(ref, 1, max);
-        double t0 = now();
+        double t0 = ts_now();
         memcpy(ref, p, max);
-        memcpy_ms = (now() - t0) * 1e3;
+        memcpy_ms = (ts_now() - t0) * 1e3;
         if (ref[max / 2] != p[max / 2])
             bad_at = max / 2;
         free(ref);

@@ -15,7 +15,13 @@
  *
  * ops = malloc + realloc + free calls.  Prints one RESULT line.
  */
-#include "bench_util.h"
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/bench.h"
+#include "support/rng.h"
 
 #define NBUF 4
 #define MIN_TARGET (4u << 10)
@@ -28,34 +34,34 @@ typedef struct {
     unsigned char tag;
 } buf;
 
-static void start(buf *b, bench_rng *r)
+static void start(buf *b, ts_xs *r)
 {
     /* log-uniform target in [4 KiB, 1 MiB] */
-    unsigned shift = 12 + bench_rng_below(r, 9);               /* 12..20 */
+    unsigned shift = 12 + ts_xs_below(r, 9);               /* 12..20 */
     size_t t = (size_t)1 << shift;
-    t += bench_rng_below(r, (uint32_t)t);
+    t += ts_xs_below(r, (uint32_t)t);
     b->target = t > MAX_TARGET ? MAX_TARGET : t;
-    b->doubling = bench_rng_below(r, 2) == 0;
+    b->doubling = ts_xs_below(r, 2) == 0;
     b->size = 16;
-    b->tag = (unsigned char)bench_rng_next(r);
+    b->tag = (unsigned char)ts_xs_next(r);
     b->p = malloc(b->size);
     if (!b->p)
-        bench_oom("realloc", b->size);
+        ts_bench_oom("realloc", b->size);
     memset(b->p, b->tag, 8);
     b->p[b->size - 1] = 0xEE;
 }
 
-static void work(bench_worker *w)
+static void work(ts_bench_worker *w)
 {
-    bench_rng r;
-    bench_rng_seed(&r, w->seed);
+    ts_xs r;
+    ts_xs_seed(&r, w->seed);
     buf b[NBUF];
     uint64_t ops = 0, bad = 0;
     for (int i = 0; i < NBUF; i++) {
         start(&b[i], &r);
         ops++;
     }
-    while (!bench_stopped(w)) {
+    while (!ts_bench_stopped(w)) {
         for (int k = 0; k < 32; k++) {
             buf *x = &b[k % NBUF];
             if (x->size >= x->target) {
@@ -66,12 +72,12 @@ static void work(bench_worker *w)
                 continue;
             }
             size_t old = x->size;
-            size_t n = x->doubling ? old * 2 : old + 16 + bench_rng_below(&r, 2033);
+            size_t n = x->doubling ? old * 2 : old + 16 + ts_xs_below(&r, 2033);
             if (n > x->target)
                 n = x->target;
             unsigned char *p = realloc(x->p, n);
             if (!p)
-                bench_oom("realloc", n);
+                ts_bench_oom("realloc", n);
             ops++;
             /* contents must survive: first 8 bytes and the old last byte */
             for (int j = 0; j < 8; j++)
@@ -95,5 +101,5 @@ static void work(bench_worker *w)
 
 int main(int argc, char **argv)
 {
-    return bench_main(argc, argv, "realloc", "realloc growth of buffers from 16 B up to 1 MiB", work, "bytes were not preserved across realloc");
+    return ts_bench_main(argc, argv, "realloc", "realloc growth of buffers from 16 B up to 1 MiB", work, "bytes were not preserved across realloc");
 }

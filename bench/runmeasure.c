@@ -27,8 +27,9 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "support/clock.h"
 
 static volatile sig_atomic_t timed_out;
 
@@ -36,13 +37,6 @@ static void on_alarm(int sig)
 {
     (void)sig;
     timed_out = 1;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static void usage(void)
@@ -74,7 +68,7 @@ int main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGALRM, &sa, NULL);
 
-    double t0 = now();
+    double t0 = ts_now();
     pid_t pid = fork();
     if (pid < 0) {
         perror("runmeasure: fork");
@@ -107,7 +101,7 @@ int main(int argc, char **argv)
         perror("runmeasure: wait4");
         return 125;
     }
-    double wall = now() - t0;
+    double wall = ts_now() - t0;
     alarm(0);
 
     char status[32];

@@ -17,7 +17,12 @@
  *
  * ops = malloc + realloc + free calls.  Prints one RESULT line.
  */
-#include "bench_util.h"
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/bench.h"
+#include "support/rng.h"
 
 #define MIN_LEN 64
 #define MAX_LEN (16u << 10)
@@ -32,35 +37,35 @@ typedef struct {
     size_t start, len;
 } kept;
 
-static void work(bench_worker *w)
+static void work(ts_bench_worker *w)
 {
-    bench_rng r;
-    bench_rng_seed(&r, w->seed);
+    ts_xs r;
+    ts_xs_seed(&r, w->seed);
     char *text = malloc(TEXT);
     if (!text)
-        bench_oom("strbuild", TEXT);
+        ts_bench_oom("strbuild", TEXT);
     for (size_t i = 0; i < TEXT; i++)
-        text[i] = alphabet[bench_rng_below(&r, sizeof alphabet - 1)];
+        text[i] = alphabet[ts_xs_below(&r, sizeof alphabet - 1)];
     kept cache[CACHE] = {{0}};
     uint64_t ops = 0, bad = 0;
 
-    while (!bench_stopped(w)) {
+    while (!ts_bench_stopped(w)) {
         /* log-uniform target length in [64, 16384] */
-        unsigned k = 6 + bench_rng_below(&r, 8);                /* 6..13 */
-        size_t target = ((size_t)1 << k) + bench_rng_below(&r, (1u << k) + 1);
-        size_t start = bench_rng_below(&r, MAX_LEN);
+        unsigned k = 6 + ts_xs_below(&r, 8);                /* 6..13 */
+        size_t target = ((size_t)1 << k) + ts_xs_below(&r, (1u << k) + 1);
+        size_t start = ts_xs_below(&r, MAX_LEN);
 
         char *buf = malloc(1);
         if (!buf)
-            bench_oom("strbuild", 1);
+            ts_bench_oom("strbuild", 1);
         buf[0] = '\0';
         ops++;
         size_t len = 0;
         while (len < target) {
-            size_t piece = 1 + bench_rng_below(&r, 64);
+            size_t piece = 1 + ts_xs_below(&r, 64);
             char *nb = realloc(buf, len + piece + 1);
             if (!nb)
-                bench_oom("strbuild", len + piece + 1);
+                ts_bench_oom("strbuild", len + piece + 1);
             ops++;
             buf = nb;
             memcpy(buf + len, text + start + len, piece);
@@ -70,8 +75,8 @@ static void work(bench_worker *w)
         if (memcmp(buf, text + start, len) != 0 || buf[len] != '\0')
             bad++;
 
-        if (bench_rng_below(&r, 8) == 0) {
-            uint32_t c = bench_rng_below(&r, CACHE);
+        if (ts_xs_below(&r, 8) == 0) {
+            uint32_t c = ts_xs_below(&r, CACHE);
             if (cache[c].s) {
                 if (memcmp(cache[c].s, text + cache[c].start, cache[c].len) != 0 ||
                     cache[c].s[cache[c].len] != '\0')
@@ -81,7 +86,7 @@ static void work(bench_worker *w)
             }
             char *d = malloc(len + 1);
             if (!d)
-                bench_oom("strbuild", len + 1);
+                ts_bench_oom("strbuild", len + 1);
             memcpy(d, buf, len + 1);
             ops++;
             cache[c] = (kept){d, start, len};
@@ -103,5 +108,5 @@ static void work(bench_worker *w)
 
 int main(int argc, char **argv)
 {
-    return bench_main(argc, argv, "strbuild", "string building with realloc by exactly the appended size", work, "strings were corrupted");
+    return ts_bench_main(argc, argv, "strbuild", "string building with realloc by exactly the appended size", work, "strings were corrupted");
 }

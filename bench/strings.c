@@ -12,9 +12,14 @@
  * in reverse.  All blocks are 8..64 bytes: the smallest classes, which the
  * first hakmem prototype could not serve in time.
  *
- * ops = mallocs + frees.  Prints one RESULT line (see bench_util.h).
+ * ops = mallocs + frees.  Prints one RESULT line (see tests/support/bench.h).
  */
-#include "bench_util.h"
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/bench.h"
+#include "support/rng.h"
 
 #define MAX_WORDS 512
 #define CACHE 256
@@ -26,19 +31,19 @@ static char *dup_n(const char *s, size_t n)
 {
     char *p = malloc(n + 1);
     if (!p)
-        bench_oom("strings", n + 1);
+        ts_bench_oom("strings", n + 1);
     memcpy(p, s, n);
     p[n] = '\0';
     return p;
 }
 
-static void work(bench_worker *w)
+static void work(ts_bench_worker *w)
 {
-    bench_rng r;
-    bench_rng_seed(&r, w->seed);
+    ts_xs r;
+    ts_xs_seed(&r, w->seed);
     char text[4096];
     for (size_t i = 0; i < sizeof text; i++)
-        text[i] = alphabet[bench_rng_below(&r, sizeof alphabet - 1)];
+        text[i] = alphabet[ts_xs_below(&r, sizeof alphabet - 1)];
 
     char *words[MAX_WORDS];
     char *joined[MAX_WORDS / 2];
@@ -46,11 +51,11 @@ static void work(bench_worker *w)
     uint64_t ops = 0;
     size_t checksum = 0;
 
-    while (!bench_stopped(w)) {
-        int nw = 64 + (int)bench_rng_below(&r, MAX_WORDS - 64 + 1);
+    while (!ts_bench_stopped(w)) {
+        int nw = 64 + (int)ts_xs_below(&r, MAX_WORDS - 64 + 1);
         for (int i = 0; i < nw; i++) {
-            size_t len = 7 + bench_rng_below(&r, 57);          /* 7..63 */
-            size_t off = bench_rng_below(&r, (uint32_t)(sizeof text - len));
+            size_t len = 7 + ts_xs_below(&r, 57);          /* 7..63 */
+            size_t off = ts_xs_below(&r, (uint32_t)(sizeof text - len));
             words[i] = dup_n(text + off, len);
         }
         ops += (uint64_t)nw;
@@ -65,7 +70,7 @@ static void work(bench_worker *w)
                 lb = 31;
             char *p = malloc(la + lb + 2);                      /* 9..64 */
             if (!p)
-                bench_oom("strings", la + lb + 2);
+                ts_bench_oom("strings", la + lb + 2);
             memcpy(p, a, la);
             p[la] = '=';
             memcpy(p + la + 1, b, lb);
@@ -76,13 +81,13 @@ static void work(bench_worker *w)
 
         /* keep a few strings across requests */
         for (int i = 0; i < 4; i++) {
-            uint32_t c = bench_rng_below(&r, CACHE);
+            uint32_t c = ts_xs_below(&r, CACHE);
             if (cache[c]) {
                 checksum += (unsigned char)cache[c][0];
                 free(cache[c]);
                 ops++;
             }
-            int j = (int)bench_rng_below(&r, (uint32_t)nj);
+            int j = (int)ts_xs_below(&r, (uint32_t)nj);
             cache[c] = joined[j];
             joined[j] = NULL;
         }
@@ -116,9 +121,9 @@ int main(int argc, char **argv)
 {
     int threads;
     double secs;
-    static bench_worker w[BENCH_MAX_THREADS];
-    bench_parse_args(argc, argv, "small-string building in 8..64 byte blocks", &threads, &secs);
-    double el = bench_run(threads, secs, work, NULL, w);
-    bench_report("strings", threads, el, bench_sum_ops(w, threads), NULL);
+    static ts_bench_worker w[TS_BENCH_MAX_THREADS];
+    ts_bench_args(argc, argv, "small-string building in 8..64 byte blocks", &threads, &secs);
+    double el = ts_bench_run(threads, secs, work, NULL, w);
+    ts_bench_report("strings", threads, el, ts_bench_sum_ops(w, threads), NULL);
     return 0;
 }

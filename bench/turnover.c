@@ -19,10 +19,21 @@
  * filled before the clock starts and freed (and checked) at the end.
  *
  * ops = mallocs + frees (a replacement counts 2).  Prints one RESULT line
- * (see bench_util.h) with the extra threads_created=N (workers started,
+ * (see tests/support/bench.h) with the extra threads_created=N (workers started,
  * including the first `threads`).
  */
-#include "bench_util.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "support/bench.h"
+#include "support/clock.h"
+#include "support/rng.h"
 
 #define NSLOTS 8192
 #define ROUNDS 2000
@@ -56,16 +67,16 @@ struct lane {
     uint64_t skipped;
 };
 
-static inline size_t pick_size(bench_rng *r)
+static inline size_t pick_size(ts_xs *r)
 {
-    uint32_t c = bench_rng_below(r, 1000);
+    uint32_t c = ts_xs_below(r, 1000);
     if (c < 10)
-        return 1025 + bench_rng_below(r, 32768 - 1025 + 1);   /* 1% 1..32 KiB */
+        return 1025 + ts_xs_below(r, 32768 - 1025 + 1);   /* 1% 1..32 KiB */
     if (c < 604)
-        return 16 + bench_rng_below(r, 128 - 16 + 1);
+        return 16 + ts_xs_below(r, 128 - 16 + 1);
     if (c < 901)
-        return 129 + bench_rng_below(r, 512 - 129 + 1);
-    return 513 + bench_rng_below(r, 1024 - 513 + 1);
+        return 129 + ts_xs_below(r, 512 - 129 + 1);
+    return 513 + ts_xs_below(r, 1024 - 513 + 1);
 }
 
 static inline unsigned char tail_byte(const hdr *h)
@@ -73,12 +84,12 @@ static inline unsigned char tail_byte(const hdr *h)
     return (unsigned char)(h->gen ^ (h->gen >> 8) ^ h->slot ^ 0x5A);
 }
 
-static hdr *make_block(bench_rng *r, uint32_t slot, uint32_t gen)
+static hdr *make_block(ts_xs *r, uint32_t slot, uint32_t gen)
 {
     size_t size = pick_size(r);
     hdr *h = malloc(size);
     if (!h)
-        bench_oom("turnover", size);
+        ts_bench_oom("turnover", size);
     h->magic = MAGIC;
     h->size = (uint32_t)size;
     h->slot = slot;
@@ -105,14 +116,14 @@ static void *worker(void *arg)
 {
     lane *l = arg;
     shared_state *s = l->s;
-    bench_rng r;
-    bench_rng_seed(&r, 0x9E3779B97F4A7C15ULL * (l->serial + 1) + 7);
+    ts_xs r;
+    ts_xs_seed(&r, 0x9E3779B97F4A7C15ULL * (l->serial + 1) + 7);
     uint64_t ops = 0, bad = 0, skipped = 0;
     uint32_t gen_base = (uint32_t)(l->serial * 0x10001u);
     for (uint32_t done = 0; done < ROUNDS;) {
         if ((done & 63) == 0 && atomic_load_explicit(&s->stop, memory_order_relaxed))
             break;
-        uint32_t i = bench_rng_below(&r, NSLOTS);
+        uint32_t i = ts_xs_below(&r, NSLOTS);
         /* acquire: the block's contents, written before the release store
          * of whoever put it there, are visible */
         hdr *old = atomic_exchange_explicit(&s->slot[i], NULL, memory_order_acquire);
@@ -156,12 +167,12 @@ int main(int argc, char **argv)
 {
     int threads;
     double secs;
-    bench_parse_args(argc, argv,
+    ts_bench_args(argc, argv,
                      "short-lived threads replacing blocks in a shared table of 8192 slots",
                      &threads, &secs);
 
     static shared_state s;
-    static lane lanes[BENCH_MAX_THREADS];
+    static lane lanes[TS_BENCH_MAX_THREADS];
     atomic_init(&s.stop, false);
     atomic_init(&s.bad, 0);
     pthread_mutex_init(&s.m, NULL);
@@ -172,13 +183,13 @@ int main(int argc, char **argv)
     pthread_condattr_destroy(&ca);
     s.ndone = 0;
 
-    bench_rng r;
-    bench_rng_seed(&r, 4141);
+    ts_xs r;
+    ts_xs_seed(&r, 4141);
     for (uint32_t i = 0; i < NSLOTS; i++)
         atomic_init(&s.slot[i], make_block(&r, i, 0xFFFFFFFFu - i));
 
     uint64_t created = 0;
-    double t0 = bench_now();
+    double t0 = ts_now();
     double deadline = t0 + secs;
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
@@ -196,15 +207,15 @@ int main(int argc, char **argv)
     }
     for (;;) {
         pthread_mutex_lock(&s.m);
-        while (s.ndone == 0 && bench_now() < deadline)
+        while (s.ndone == 0 && ts_now() < deadline)
             pthread_cond_timedwait(&s.done, &s.m, &dl);
-        int fin[BENCH_MAX_THREADS], nfin = 0;
+        int fin[TS_BENCH_MAX_THREADS], nfin = 0;
         for (int k = 0; k < threads; k++)
             if (lanes[k].running && lanes[k].finished)
                 fin[nfin++] = k;
         s.ndone = 0;
         pthread_mutex_unlock(&s.m);
-        bool over = bench_now() >= deadline;
+        bool over = ts_now() >= deadline;
         for (int j = 0; j < nfin; j++) {
             pthread_join(lanes[fin[j]].tid, NULL);
             lanes[fin[j]].running = false;
@@ -218,7 +229,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < threads; k++)
         if (lanes[k].running)
             pthread_join(lanes[k].tid, NULL);
-    double el = bench_now() - t0;
+    double el = ts_now() - t0;
 
     uint64_t ops = 0, skipped = 0;
     for (int k = 0; k < threads; k++) {
@@ -238,7 +249,7 @@ int main(int argc, char **argv)
     char extra[80];
     snprintf(extra, sizeof extra, "threads_created=%llu skipped=%llu",
              (unsigned long long)created, (unsigned long long)skipped);
-    bench_report("turnover", threads, el, ops, extra);
+    ts_bench_report("turnover", threads, el, ops, extra);
     if (bad) {
         fprintf(stderr, "turnover: %llu blocks had a corrupted header or pattern\n", bad);
         return 3;
