@@ -15,9 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
 #include "hakmem.h"
-#include "hak_check.h"
+#include "support/check.h"
+#include "support/fill.h"
+#include "support/hak.h"
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
@@ -91,30 +92,30 @@ static size_t build_size_list(size_t *out, size_t cap) {
 }
 
 static void test_sizes(void) {
-  check_begin("malloc sizes 0..320KiB and large");
+  ts_check_begin("malloc sizes 0..320KiB and large");
   size_t cap = 4096, *sizes = calloc(cap, sizeof *sizes);
   size_t n = build_size_list(sizes, cap);
   void **p = calloc(n, sizeof *p);
   size_t *us = calloc(n, sizeof *us);
   REQUIRE(sizes && p && us, "test's own calloc failed");
-  hak_stats_t s0 = stats_now();
+  hak_stats_t s0 = ts_stats_now();
 
   for (size_t i = 0; i < n; i++) {
     p[i] = hak_malloc(sizes[i]);
     REQUIRE(p[i] != NULL, "hak_malloc(%zu) returned NULL", sizes[i]);
-    CHECK(aligned_to(p[i], 16), "hak_malloc(%zu) = %p not 16-aligned", sizes[i], p[i]);
+    CHECK(ts_aligned_to(p[i], 16), "hak_malloc(%zu) = %p not 16-aligned", sizes[i], p[i]);
     us[i] = hak_malloc_usable_size(p[i]);
     CHECK(us[i] >= sizes[i], "usable_size %zu < requested %zu", us[i], sizes[i]);
-    check_fill(p[i], us[i], i + 1);
+    ts_words_fill(p[i], us[i], i + 1);
   }
   for (size_t i = 0; i < n; i++) {
-    size_t at = check_verify(p[i], us[i], i + 1);
+    size_t at = ts_words_verify(p[i], us[i], i + 1);
     CHECK(at == us[i], "block #%zu (size %zu, usable %zu) at %p corrupted at offset %zu",
           i, sizes[i], us[i], p[i], at);
   }
   check_disjoint(p, us, n, "mixed sizes");
 
-  hak_stats_t s1 = stats_now();
+  hak_stats_t s1 = ts_stats_now();
   CHECK(s1.allocs - s0.allocs == n, "allocs delta %llu, expected %zu",
         (unsigned long long)(s1.allocs - s0.allocs), n);
   uint64_t usable_sum = 0;
@@ -129,7 +130,7 @@ static void test_sizes(void) {
         (unsigned long long)s1.mapped_bytes, (unsigned long long)s1.live_bytes);
 
   for (size_t i = 0; i < n; i++) hak_free(p[i]);
-  hak_stats_t s2 = stats_now();
+  hak_stats_t s2 = ts_stats_now();
   CHECK(s2.frees - s1.frees == n, "frees delta %llu, expected %zu",
         (unsigned long long)(s2.frees - s1.frees), n);
   CHECK(s2.live_bytes == s0.live_bytes, "live_bytes %llu after freeing all, was %llu",
@@ -147,13 +148,13 @@ static void test_sizes(void) {
     for (size_t i = 0; i < cnt; i++) {
       q[i] = hak_malloc(same[k]);
       REQUIRE(q[i] != NULL, "hak_malloc(%zu) #%zu returned NULL", same[k], i);
-      CHECK(aligned_to(q[i], 16), "hak_malloc(%zu) = %p not 16-aligned", same[k], q[i]);
+      CHECK(ts_aligned_to(q[i], 16), "hak_malloc(%zu) = %p not 16-aligned", same[k], q[i]);
       qu[i] = hak_malloc_usable_size(q[i]);
       CHECK(qu[i] >= same[k], "usable %zu < %zu", qu[i], same[k]);
-      check_fill(q[i], qu[i], 7000 + i);
+      ts_words_fill(q[i], qu[i], 7000 + i);
     }
     for (size_t i = 0; i < cnt; i++) {
-      size_t at = check_verify(q[i], qu[i], 7000 + i);
+      size_t at = ts_words_verify(q[i], qu[i], 7000 + i);
       CHECK(at == qu[i], "size %zu block #%zu corrupted at offset %zu", same[k], i, at);
     }
     char what[64];
@@ -171,10 +172,8 @@ static void test_sizes(void) {
 /* ---------------------------------------------------------------- */
 /* calloc returns zeroed memory, also when it reuses a block that was dirtied. */
 
-static size_t first_nonzero(const void *p, size_t n) { return check_first_nonzero(p, n); }
-
 static void test_calloc(void) {
-  check_begin("calloc zeroes, also reused blocks");
+  ts_check_begin("calloc zeroes, also reused blocks");
   static const size_t sizes[] = {1, 8, 16, 24, 40, 64, 100, 256, 1000, 4096, 5000,
                                  32 * KiB, 100000, 256 * KiB, 1 * MiB, 3 * MiB + 3, 8 * MiB};
   void **p = malloc(4096 * sizeof *p);
@@ -193,7 +192,7 @@ static void test_calloc(void) {
       for (size_t i = 0; i < batch; i++) {
         p[i] = hak_calloc(1, s);
         REQUIRE(p[i] != NULL, "hak_calloc(1, %zu) returned NULL", s);
-        size_t at = first_nonzero(p[i], s);
+        size_t at = ts_first_nonzero(p[i], s);
         CHECK(at == s, "round %d: hak_calloc(1, %zu) = %p has byte 0x%02x at offset %zu", r, s,
               p[i], ((unsigned char *)p[i])[at < s ? at : 0], at);
       }
@@ -222,7 +221,7 @@ static void test_calloc(void) {
     hak_free(d);
     unsigned char *c = hak_calloc(sizes[k], 1);
     REQUIRE(c != NULL, "hak_calloc(%zu, 1)", sizes[k]);
-    size_t at = first_nonzero(c, sizes[k]);
+    size_t at = ts_first_nonzero(c, sizes[k]);
     CHECK(at == sizes[k], "malloc/fill/free/calloc(%zu, 1): byte at offset %zu is 0x%02x (same block: %s)",
           sizes[k], at, c[at < sizes[k] ? at : 0], c == d ? "yes" : "no");
     hak_free(c);
@@ -231,7 +230,7 @@ static void test_calloc(void) {
   unsigned *a = hak_calloc(1000, sizeof(unsigned));
   REQUIRE(a != NULL, "hak_calloc(1000, 4) returned NULL");
   CHECK(hak_malloc_usable_size(a) >= 4000, "usable %zu < 4000", hak_malloc_usable_size(a));
-  CHECK(first_nonzero(a, 4000) == 4000, "calloc(1000,4) not zero");
+  CHECK(ts_first_nonzero(a, 4000) == 4000, "calloc(1000,4) not zero");
   hak_free(a);
   void *z = hak_calloc(0, 0);
   CHECK(z != NULL, "hak_calloc(0, 0) returned NULL (glibc returns a unique block)");
@@ -265,7 +264,7 @@ static void test_calloc(void) {
 /* Requests no allocator can serve: NULL and ENOMEM, never a crash. */
 
 static void test_huge(void) {
-  check_begin("huge requests fail with ENOMEM");
+  ts_check_begin("huge requests fail with ENOMEM");
   static const size_t huge[] = {SIZE_MAX,
                                 SIZE_MAX - 1,
                                 SIZE_MAX - 15,
@@ -315,7 +314,7 @@ static void test_huge(void) {
     for (size_t from = 100; from <= 4 * MiB; from *= 200) {
       void *old = hak_malloc(from);
       REQUIRE(old != NULL, "hak_malloc(%zu)", from);
-      check_fill(old, from, 99);
+      ts_words_fill(old, from, 99);
       errno = 0;
       r = hak_realloc(old, s);
       e = errno;
@@ -324,7 +323,7 @@ static void test_huge(void) {
       if (r) {
         hak_free(r);
       } else {
-        CHECK(check_verify(old, from, 99) == from, "block changed by a failed realloc");
+        CHECK(ts_words_verify(old, from, 99) == from, "block changed by a failed realloc");
         hak_free(old);
       }
     }
@@ -335,20 +334,20 @@ static void test_huge(void) {
 /* realloc: NULL -> malloc, size 0 -> free and NULL, contents preserved. */
 
 static void test_realloc(void) {
-  check_begin("realloc");
-  hak_stats_t s0 = stats_now();
+  ts_check_begin("realloc");
+  hak_stats_t s0 = ts_stats_now();
   void *p = hak_realloc(NULL, 100);
   REQUIRE(p != NULL, "hak_realloc(NULL, 100) returned NULL");
-  CHECK(aligned_to(p, 16), "realloc(NULL,100) = %p not 16-aligned", p);
+  CHECK(ts_aligned_to(p, 16), "realloc(NULL,100) = %p not 16-aligned", p);
   CHECK(hak_malloc_usable_size(p) >= 100, "usable %zu", hak_malloc_usable_size(p));
   memset(p, 0x11, 100);
-  hak_stats_t s1 = stats_now();
+  hak_stats_t s1 = ts_stats_now();
   CHECK(s1.allocs - s0.allocs == 1, "realloc(NULL, 100) counted %llu allocs, expected 1",
         (unsigned long long)(s1.allocs - s0.allocs));
   errno = 0;
   void *r = hak_realloc(p, 0);
   CHECK(r == NULL, "hak_realloc(p, 0) = %p, expected NULL (glibc frees p)", r);
-  hak_stats_t s2 = stats_now();
+  hak_stats_t s2 = ts_stats_now();
   CHECK(s2.frees - s1.frees == 1, "realloc(p, 0) counted %llu frees, expected 1",
         (unsigned long long)(s2.frees - s1.frees));
   CHECK(s2.live_bytes == s0.live_bytes, "live_bytes %llu after realloc(p,0), was %llu",
@@ -361,7 +360,7 @@ static void test_realloc(void) {
   memset(p, 0x22, 5 * MiB);
   r = hak_realloc(p, 0);
   CHECK(r == NULL, "hak_realloc(large, 0) = %p, expected NULL", r);
-  hak_stats_t s3 = stats_now();
+  hak_stats_t s3 = ts_stats_now();
   CHECK(s3.live_bytes == s0.live_bytes, "live_bytes %llu after realloc(large,0), was %llu",
         (unsigned long long)s3.live_bytes, (unsigned long long)s0.live_bytes);
   if (r) hak_free(r);
@@ -380,13 +379,13 @@ static void test_realloc(void) {
       size_t from = sz[i], to = sz[j], keep = from < to ? from : to;
       void *a = hak_malloc(from);
       REQUIRE(a != NULL, "hak_malloc(%zu)", from);
-      check_fill(a, from, ++seed);
+      ts_words_fill(a, from, ++seed);
       void *b = hak_realloc(a, to);
       REQUIRE(b != NULL, "hak_realloc(%zu -> %zu) returned NULL", from, to);
-      CHECK(aligned_to(b, 16), "realloc(%zu -> %zu) = %p not 16-aligned", from, to, b);
+      CHECK(ts_aligned_to(b, 16), "realloc(%zu -> %zu) = %p not 16-aligned", from, to, b);
       size_t u = hak_malloc_usable_size(b);
       CHECK(u >= to, "realloc(%zu -> %zu): usable %zu", from, to, u);
-      size_t at = check_verify(b, keep, seed);
+      size_t at = ts_words_verify(b, keep, seed);
       CHECK(at == keep, "realloc(%zu -> %zu) lost contents at offset %zu", from, to, at);
       memset(b, 0x5c, u); /* the whole new block is writable */
       hak_free(b);
@@ -433,7 +432,7 @@ static void test_realloc(void) {
           4 * v, w, 4 * v, 5 * v);
     hak_free(c);
   }
-  hak_stats_t s4 = stats_now();
+  hak_stats_t s4 = ts_stats_now();
   CHECK(s4.live_bytes == s0.live_bytes, "live_bytes %llu after realloc tests, was %llu",
         (unsigned long long)s4.live_bytes, (unsigned long long)s0.live_bytes);
 }
@@ -442,11 +441,11 @@ static void test_realloc(void) {
 /* reallocarray: overflow is ENOMEM and leaves the block alone. */
 
 static void test_reallocarray(void) {
-  check_begin("reallocarray");
+  ts_check_begin("reallocarray");
   void *p = hak_reallocarray(NULL, 10, 10);
   REQUIRE(p != NULL, "hak_reallocarray(NULL, 10, 10) returned NULL");
   CHECK(hak_malloc_usable_size(p) >= 100, "usable %zu", hak_malloc_usable_size(p));
-  check_fill(p, 100, 4242);
+  ts_words_fill(p, 100, 4242);
   static const size_t bad[][2] = {{SIZE_MAX / 2, 3}, {SIZE_MAX, 2}, {SIZE_MAX / 2 + 1, 2},
                                   {(size_t)1 << 32, (size_t)1 << 32}, {3, SIZE_MAX / 2}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -457,14 +456,14 @@ static void test_reallocarray(void) {
     CHECK(e == ENOMEM, "hak_reallocarray(p, %#zx, %#zx): errno %d, expected ENOMEM", bad[i][0], bad[i][1], e);
     if (r) {
       p = r; /* it succeeded (wrongly); keep a valid pointer */
-      check_fill(p, 100, 4242);
+      ts_words_fill(p, 100, 4242);
     }
   }
-  CHECK(check_verify(p, 100, 4242) == 100, "block changed by failed reallocarray");
+  CHECK(ts_words_verify(p, 100, 4242) == 100, "block changed by failed reallocarray");
   void *q = hak_reallocarray(p, 1000, 50);
   REQUIRE(q != NULL, "hak_reallocarray(p, 1000, 50) returned NULL");
   CHECK(hak_malloc_usable_size(q) >= 50000, "usable %zu", hak_malloc_usable_size(q));
-  CHECK(check_verify(q, 100, 4242) == 100, "reallocarray grow lost contents");
+  CHECK(ts_words_verify(q, 100, 4242) == 100, "reallocarray grow lost contents");
   memset(q, 1, 50000);
   hak_free(q);
   errno = 0;
@@ -477,7 +476,7 @@ static void test_reallocarray(void) {
  * sizeof(void *) with EINVAL and does not write *out. */
 
 static void test_bad_alignment(void) {
-  check_begin("posix_memalign EINVAL");
+  ts_check_begin("posix_memalign EINVAL");
   static const size_t bad[] = {0, 1, 2, 3, sizeof(void *) / 2, 12, 24, 48, 96, 4097,
                                3 * 4096, 3 * MiB, SIZE_MAX, SIZE_MAX - 7, ((size_t)1 << 40) + 8};
   static const size_t sizes[] = {0, 1, 100, 100000};
@@ -499,8 +498,8 @@ static void test_bad_alignment(void) {
 /* Every power-of-two alignment up to 2 MiB, for three APIs. */
 
 static void test_alignments(void) {
-  check_begin("alignments 1..2MiB: posix_memalign, aligned_alloc, memalign");
-  hak_stats_t s0 = stats_now();
+  ts_check_begin("alignments 1..2MiB: posix_memalign, aligned_alloc, memalign");
+  hak_stats_t s0 = ts_stats_now();
   static const size_t sizes[] = {1, 44, 1000, 100000};
   enum { NS = 4, NAPI = 3 };
   for (size_t a = 1; a <= 2 * MiB; a <<= 1) {
@@ -522,10 +521,10 @@ static void test_alignments(void) {
       for (int api = 0; api < NAPI; api++) {
         u[api][k] = 0;
         if (!p[api][k]) continue;
-        CHECK(aligned_to(p[api][k], a), "api %d align %zu size %zu: %p misaligned", api, a, s, p[api][k]);
+        CHECK(ts_aligned_to(p[api][k], a), "api %d align %zu size %zu: %p misaligned", api, a, s, p[api][k]);
         u[api][k] = hak_malloc_usable_size(p[api][k]);
         CHECK(u[api][k] >= s, "api %d align %zu size %zu: usable %zu", api, a, s, u[api][k]);
-        check_fill(p[api][k], u[api][k], a * 131 + (size_t)api * 17 + k);
+        ts_words_fill(p[api][k], u[api][k], a * 131 + (size_t)api * 17 + k);
       }
     }
     void *all[NAPI * NS];
@@ -533,7 +532,7 @@ static void test_alignments(void) {
     for (int api = 0; api < NAPI; api++)
       for (size_t k = 0; k < NS; k++) {
         if (!p[api][k]) continue;
-        size_t at = check_verify(p[api][k], u[api][k], a * 131 + (size_t)api * 17 + k);
+        size_t at = ts_words_verify(p[api][k], u[api][k], a * 131 + (size_t)api * 17 + k);
         CHECK(at == u[api][k], "api %d align %zu size %zu: corrupted at %zu", api, a, sizes[k], at);
         all[m] = p[api][k];
         lens[m++] = u[api][k];
@@ -548,20 +547,20 @@ static void test_alignments(void) {
     }
   }
   void *x = hak_aligned_alloc(8, 44);
-  CHECK(x != NULL && aligned_to(x, 8), "hak_aligned_alloc(8, 44) = %p", x);
+  CHECK(x != NULL && ts_aligned_to(x, 8), "hak_aligned_alloc(8, 44) = %p", x);
   if (x) {
     CHECK(hak_malloc_usable_size(x) >= 44, "usable %zu", hak_malloc_usable_size(x));
     memset(x, 3, 44);
     hak_free(x);
   }
   x = hak_aligned_alloc(64, 100);
-  CHECK(x != NULL && aligned_to(x, 64), "hak_aligned_alloc(64, 100) = %p", x);
+  CHECK(x != NULL && ts_aligned_to(x, 64), "hak_aligned_alloc(64, 100) = %p", x);
   hak_free(x);
   x = hak_aligned_alloc(4096, 3 * MiB + 1);
-  CHECK(x != NULL && aligned_to(x, 4096), "hak_aligned_alloc(4096, 3MiB+1) = %p", x);
+  CHECK(x != NULL && ts_aligned_to(x, 4096), "hak_aligned_alloc(4096, 3MiB+1) = %p", x);
   if (x) memset(x, 1, 3 * MiB + 1);
   hak_free(x);
-  hak_stats_t s1 = stats_now();
+  hak_stats_t s1 = ts_stats_now();
   CHECK(s1.live_bytes == s0.live_bytes, "live_bytes %llu after aligned tests, was %llu",
         (unsigned long long)s1.live_bytes, (unsigned long long)s0.live_bytes);
   CHECK(s1.allocs - s0.allocs == s1.frees - s0.frees, "aligned tests: %llu allocs but %llu frees",
@@ -571,19 +570,19 @@ static void test_alignments(void) {
 /* ---------------------------------------------------------------- */
 
 static void test_valloc_pvalloc(void) {
-  check_begin("valloc, pvalloc");
+  ts_check_begin("valloc, pvalloc");
   static const size_t sizes[] = {1, 100, 4095, 4096, 4097, 10000, 100000, 3 * MiB + 5};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     size_t s = sizes[i];
     void *v = hak_valloc(s);
     REQUIRE(v != NULL, "hak_valloc(%zu) returned NULL", s);
-    CHECK(aligned_to(v, page_size), "hak_valloc(%zu) = %p not page-aligned", s, v);
+    CHECK(ts_aligned_to(v, page_size), "hak_valloc(%zu) = %p not page-aligned", s, v);
     CHECK(hak_malloc_usable_size(v) >= s, "valloc(%zu): usable %zu", s, hak_malloc_usable_size(v));
     memset(v, 0x77, hak_malloc_usable_size(v));
     void *pv = hak_pvalloc(s);
     REQUIRE(pv != NULL, "hak_pvalloc(%zu) returned NULL", s);
     size_t rounded = (s + page_size - 1) & ~(page_size - 1);
-    CHECK(aligned_to(pv, page_size), "hak_pvalloc(%zu) = %p not page-aligned", s, pv);
+    CHECK(ts_aligned_to(pv, page_size), "hak_pvalloc(%zu) = %p not page-aligned", s, pv);
     CHECK(hak_malloc_usable_size(pv) >= rounded, "pvalloc(%zu): usable %zu < page-rounded %zu", s,
           hak_malloc_usable_size(pv), rounded);
     memset(pv, 0x78, rounded);
@@ -596,13 +595,13 @@ static void test_valloc_pvalloc(void) {
 /* ---------------------------------------------------------------- */
 
 static void test_free_variants(void) {
-  check_begin("free(NULL), free_sized, free_aligned_sized");
-  hak_stats_t s0 = stats_now();
+  ts_check_begin("free(NULL), free_sized, free_aligned_sized");
+  hak_stats_t s0 = ts_stats_now();
   hak_free(NULL);
   hak_free_sized(NULL, 0);
   hak_free_sized(NULL, 100);
   hak_free_aligned_sized(NULL, 64, 100);
-  hak_stats_t s1 = stats_now();
+  hak_stats_t s1 = ts_stats_now();
   CHECK(s1.frees == s0.frees, "freeing NULL counted %llu frees",
         (unsigned long long)(s1.frees - s0.frees));
   static const size_t sizes[] = {0, 1, 24, 200, 3000, 70000, 300 * KiB, 5 * MiB};
@@ -615,7 +614,7 @@ static void test_free_variants(void) {
     REQUIRE(a != NULL, "hak_aligned_alloc(256, %zu)", sizes[i]);
     hak_free_aligned_sized(a, 256, sizes[i]);
   }
-  hak_stats_t s2 = stats_now();
+  hak_stats_t s2 = ts_stats_now();
   CHECK(s2.frees - s1.frees == 2 * n, "free_sized/free_aligned_sized counted %llu frees, expected %zu",
         (unsigned long long)(s2.frees - s1.frees), 2 * n);
   CHECK(s2.allocs - s1.allocs == 2 * n, "counted %llu allocs, expected %zu",
@@ -630,7 +629,7 @@ static void test_free_variants(void) {
  * set of addresses (a LIFO free list returns the very same block). */
 
 static void test_reuse(void) {
-  check_begin("memory reuse: cycles do not grow mapped memory");
+  ts_check_begin("memory reuse: cycles do not grow mapped memory");
   static const size_t sizes[] = {16, 64, 256, 1024, 4096, 32 * KiB, 100000, 300 * KiB, 4 * MiB};
   const uint64_t slack = 8 * MiB;
 #if defined(HAKMEM_TSAN) || defined(HAKMEM_ASAN)
@@ -653,7 +652,7 @@ static void test_reuse(void) {
      * next large allocation turns the cache warm.  That block is freed
      * here, so the cycles start warm and its mapping is in m0. */
     if (s > 256 * KiB) hak_free(hak_malloc(s));
-    hak_stats_t m0 = stats_now();
+    hak_stats_t m0 = ts_stats_now();
     for (size_t i = 0; i < cycles; i++) {
       unsigned char *p = hak_malloc(s);
       REQUIRE(p != NULL, "hak_malloc(%zu) returned NULL in cycle %zu", s, i);
@@ -662,7 +661,7 @@ static void test_reuse(void) {
       addr[i] = (uintptr_t)p;
       hak_free(p);
     }
-    hak_stats_t m1 = stats_now();
+    hak_stats_t m1 = ts_stats_now();
     CHECK(m1.mapped_bytes <= m0.mapped_bytes + slack,
           "size %zu: %zu malloc/free cycles grew mapped_bytes from %llu to %llu", s, cycles,
           (unsigned long long)m0.mapped_bytes, (unsigned long long)m1.mapped_bytes);
@@ -698,9 +697,9 @@ static void test_reuse(void) {
         ((char *)b[i])[0] = (char)i;
       }
       for (size_t i = 0; i < batch; i++) hak_free(b[i]);
-      if (r == 0) r1 = stats_now();
+      if (r == 0) r1 = ts_stats_now();
     }
-    hak_stats_t r2 = stats_now();
+    hak_stats_t r2 = ts_stats_now();
     CHECK(r2.mapped_bytes <= r1.mapped_bytes + slack,
           "size %zu: %d rounds of %zu blocks grew mapped_bytes from %llu (after round 1) to %llu",
           s, rounds, batch, (unsigned long long)r1.mapped_bytes, (unsigned long long)r2.mapped_bytes);
@@ -725,7 +724,7 @@ static size_t class_live(size_t block_size) {
 }
 
 static void test_coloring(void) {
-  check_begin("slab colouring: blocks of 128..1024 B start at varying lines; aligned ones stay aligned");
+  ts_check_begin("slab colouring: blocks of 128..1024 B start at varying lines; aligned ones stay aligned");
   static void *p[COLOR_N];
   for (size_t bs = 128; bs <= 1024; bs += 128) {
     /* COLOR_N blocks of the class fill several slabs (64 KiB each). */
@@ -733,7 +732,7 @@ static void test_coloring(void) {
     for (size_t i = 0; i < COLOR_N; i++) {
       p[i] = hak_malloc(bs);
       REQUIRE(p[i] != NULL, "hak_malloc(%zu) #%zu", bs, i);
-      CHECK(aligned_to(p[i], 64), "hak_malloc(%zu) = %p not 64-aligned", bs, p[i]);
+      CHECK(ts_aligned_to(p[i], 64), "hak_malloc(%zu) = %p not 64-aligned", bs, p[i]);
       lines |= (uint64_t)1 << ((uintptr_t)p[i] / 64 % 64);
     }
     /* Uncoloured, the blocks of one slab start at 64 / gcd(bs / 64, 64) of
@@ -755,15 +754,15 @@ static void test_coloring(void) {
         void *o = NULL;
         int rc = hak_posix_memalign(&o, a, s);
         REQUIRE(rc == 0 && o != NULL, "hak_posix_memalign(%zu, %zu) returned %d", a, s, rc);
-        CHECK(aligned_to(o, a), "hak_posix_memalign(%zu, %zu) = %p misaligned", a, s, o);
+        CHECK(ts_aligned_to(o, a), "hak_posix_memalign(%zu, %zu) = %p misaligned", a, s, o);
         p[i] = o;
-        check_fill(p[i], s, a + s + i);
+        ts_words_fill(p[i], s, a + s + i);
       }
       if (a == 1024 && s > 512)  /* the twin of 1 KiB serves these: counted as 1 KiB blocks */
         CHECK(class_live(1024) == live0 + 256, "1 KiB class: %zu live blocks after 256 aligned ones, %zu before",
               class_live(1024), live0);
       for (size_t i = 0; i < 256; i++) {
-        size_t at = check_verify(p[i], s, a + s + i);
+        size_t at = ts_words_verify(p[i], s, a + s + i);
         CHECK(at == s, "aligned %zu size %zu block %zu corrupted at %zu", a, s, i, at);
         hak_free(p[i]);
       }
@@ -775,8 +774,8 @@ static void test_coloring(void) {
 /* Exact counters for a known single-threaded sequence. */
 
 static void test_stats_exact(void) {
-  check_begin("stats count a single-threaded sequence exactly");
-  hak_stats_t s0 = stats_now();
+  ts_check_begin("stats count a single-threaded sequence exactly");
+  hak_stats_t s0 = ts_stats_now();
   enum { N = 200 };
   void *p[N];
   uint64_t usable = 0, large = 0;
@@ -795,7 +794,7 @@ static void test_stats_exact(void) {
     REQUIRE(p[i] != NULL, "allocation #%d of %zu bytes returned NULL", i, s);
     usable += hak_malloc_usable_size(p[i]);
   }
-  hak_stats_t s1 = stats_now();
+  hak_stats_t s1 = ts_stats_now();
   CHECK(s1.allocs - s0.allocs == N, "allocs delta %llu, expected %d",
         (unsigned long long)(s1.allocs - s0.allocs), N);
   CHECK(s1.frees == s0.frees, "frees delta %llu, expected 0", (unsigned long long)(s1.frees - s0.frees));
@@ -806,11 +805,11 @@ static void test_stats_exact(void) {
         "large_allocs delta %llu, expected at least the %llu blocks of 6 MiB",
         (unsigned long long)(s1.large_allocs - s0.large_allocs), (unsigned long long)large);
   for (int i = 0; i < N; i += 2) hak_free(p[i]);
-  hak_stats_t s2 = stats_now();
+  hak_stats_t s2 = ts_stats_now();
   CHECK(s2.frees - s1.frees == N / 2, "frees delta %llu, expected %d",
         (unsigned long long)(s2.frees - s1.frees), N / 2);
   for (int i = 1; i < N; i += 2) hak_free(p[i]);
-  hak_stats_t s3 = stats_now();
+  hak_stats_t s3 = ts_stats_now();
   CHECK(s3.allocs - s0.allocs == N && s3.frees - s0.frees == N,
         "after freeing all: allocs delta %llu frees delta %llu, expected %d each",
         (unsigned long long)(s3.allocs - s0.allocs), (unsigned long long)(s3.frees - s0.frees), N);
@@ -824,7 +823,7 @@ static void test_stats_exact(void) {
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   page_size = (size_t)sysconf(_SC_PAGESIZE);
-  hak_stats_t start = stats_now();
+  hak_stats_t start = ts_stats_now();
   test_sizes();
   test_calloc();
   test_huge();
@@ -837,13 +836,13 @@ int main(void) {
   test_reuse();
   test_coloring();
   test_stats_exact();
-  check_begin("everything freed");
-  hak_stats_t end = stats_now();
+  ts_check_begin("everything freed");
+  hak_stats_t end = ts_stats_now();
   CHECK(end.live_bytes == start.live_bytes, "live_bytes %llu at the end, %llu at the start",
         (unsigned long long)end.live_bytes, (unsigned long long)start.live_bytes);
   CHECK(end.allocs - start.allocs == end.frees - start.frees, "%llu allocs but %llu frees",
         (unsigned long long)(end.allocs - start.allocs), (unsigned long long)(end.frees - start.frees));
   CHECK(end.remote_frees == start.remote_frees, "remote frees in a single-threaded program: %llu",
         (unsigned long long)(end.remote_frees - start.remote_frees));
-  return check_finish("unit_api");
+  return ts_check_finish("unit_api");
 }

@@ -56,9 +56,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "check.h"
 #include "hakmem.h"
-#include "hak_check.h"
+#include "support/check.h"
+#include "support/fill.h"
+#include "support/hak.h"
+#include "support/rss.h"
 #ifdef HAKMEM_FAULT_INJECTION
 #include "fault.h"
 #endif
@@ -85,7 +87,7 @@ static _Atomic unsigned long thread_failures;
  * where it was.  Returns the counters read. */
 static hak_stats_t check_balanced(hak_stats_t before, bool live)
 {
-  hak_stats_t after = stats_now();
+  hak_stats_t after = ts_stats_now();
   CHECK(after.allocs - before.allocs == after.frees - before.frees,
         "allocs +%llu, frees +%llu: blocks lost or counted twice",
         (unsigned long long)(after.allocs - before.allocs), (unsigned long long)(after.frees - before.frees));
@@ -133,7 +135,7 @@ static void track(set_t *s, void *p, size_t n)
   TCHECK(s->len < s->cap, "tracking array full");
   if (s->len >= s->cap) return;
   uintptr_t seed = s->next_seed++;
-  check_fill(p, n, seed);
+  ts_words_fill(p, n, seed);
   s->v[s->len++] = (blk_t){p, n, seed};
 }
 
@@ -141,7 +143,7 @@ static size_t verify_all(set_t *s, const char *when)
 {
   size_t bad = 0;
   for (size_t i = 0; i < s->len; i++) {
-    size_t off = check_verify(s->v[i].p, s->v[i].n, s->v[i].seed);
+    size_t off = ts_words_verify(s->v[i].p, s->v[i].n, s->v[i].seed);
     if (off != s->v[i].n) {
       bad++;
       TCHECK(off == s->v[i].n, "%s: block %p (%zu bytes) differs at offset %zu", when, s->v[i].p,
@@ -171,21 +173,9 @@ static void memory_on(void) { hak_test_fail_mmap(0, 0, 0); }
 #define MODE "rlimit"
 static struct rlimit saved_limit;
 
-/* The process's address-space size now (VmSize), in bytes. */
-static size_t vm_size(void)
-{
-  FILE *f = fopen("/proc/self/statm", "r");
-  unsigned long pages = 0;
-  if (f != NULL) {
-    if (fscanf(f, "%lu", &pages) != 1) pages = 0;
-    fclose(f);
-  }
-  return pages * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 static void memory_off(void)
 {
-  size_t vm = vm_size();
+  size_t vm = ts_vm_bytes();
   REQUIRE(vm != 0, "cannot read /proc/self/statm");
   REQUIRE(getrlimit(RLIMIT_AS, &saved_limit) == 0, "getrlimit: %s", strerror(errno));
   struct rlimit l = saved_limit;
@@ -243,7 +233,7 @@ static void others_until_failure(worker_t *w)
     errno = 0;
     unsigned char *p = hak_calloc(1, n);
     if (p == NULL) { EXPECT_ENOMEM("calloc"); failed = true; break; }
-    TCHECK(check_first_nonzero(p, n) == n, "calloc(%zu): byte %zu not zero", n, check_first_nonzero(p, n));
+    TCHECK(ts_first_nonzero(p, n) == n, "calloc(%zu): byte %zu not zero", n, ts_first_nonzero(p, n));
     track(&w->set, p, n);
     total += n;
   }
@@ -262,7 +252,7 @@ static void others_until_failure(worker_t *w)
       failed = true;
       break;
     }
-    TCHECK(aligned_to(p, align), "posix_memalign: %p not %zu-aligned", p, align);
+    TCHECK(ts_aligned_to(p, align), "posix_memalign: %p not %zu-aligned", p, align);
     track(&w->set, p, n);
     total += n;
   }
@@ -274,7 +264,7 @@ static void others_until_failure(worker_t *w)
     errno = 0;
     void *p = hak_aligned_alloc(align, n);
     if (p == NULL) { EXPECT_ENOMEM("aligned_alloc"); failed = true; break; }
-    TCHECK(aligned_to(p, align), "aligned_alloc: %p not %zu-aligned", p, align);
+    TCHECK(ts_aligned_to(p, align), "aligned_alloc: %p not %zu-aligned", p, align);
     track(&w->set, p, n);
     total += n;
   }
@@ -312,13 +302,13 @@ static void alloc_again(worker_t *w)
     }
   }
   unsigned char *c = hak_calloc(3, 500 * KiB);
-  TCHECK(c != NULL && check_first_nonzero(c, 1500 * KiB) == 1500 * KiB, "calloc after recovery");
+  TCHECK(c != NULL && ts_first_nonzero(c, 1500 * KiB) == 1500 * KiB, "calloc after recovery");
   if (c != NULL) track(&w->set, c, 1500 * KiB);
   void *p = NULL;
-  TCHECK(hak_posix_memalign(&p, 4096, 10000) == 0 && aligned_to(p, 4096), "posix_memalign after recovery");
+  TCHECK(hak_posix_memalign(&p, 4096, 10000) == 0 && ts_aligned_to(p, 4096), "posix_memalign after recovery");
   if (p != NULL) track(&w->set, p, 10000);
   void *a = hak_aligned_alloc(4 * MiB, 5 * MiB);
-  TCHECK(a != NULL && aligned_to(a, 4 * MiB), "aligned_alloc after recovery");
+  TCHECK(a != NULL && ts_aligned_to(a, 4 * MiB), "aligned_alloc after recovery");
   if (a != NULL) track(&w->set, a, 5 * MiB);
   /* realloc growth of a large block now works and keeps its contents */
   for (size_t i = 0; i < w->set.len; i++) {
@@ -328,11 +318,11 @@ static void alloc_again(worker_t *w)
     void *q = hak_realloc(b->p, old + 9 * MiB);
     TCHECK(q != NULL, "realloc growth after recovery failed");
     if (q == NULL) break;
-    size_t off = check_verify(q, old, b->seed);
+    size_t off = ts_words_verify(q, old, b->seed);
     TCHECK(off == old, "realloc growth lost byte %zu of %zu", off, old);
     b->p = q;
     b->n = old + 9 * MiB;
-    check_fill(q, b->n, b->seed);
+    ts_words_fill(q, b->n, b->seed);
     break;
   }
 }
@@ -374,9 +364,9 @@ static void section_threads(int nthreads)
 {
   char name[64];
   snprintf(name, sizeof name, "%d thread%s, %s", nthreads, nthreads > 1 ? "s" : "", MODE);
-  check_begin(name);
+  ts_check_begin(name);
   atomic_store(&thread_failures, 0);
-  hak_stats_t before = stats_now();
+  hak_stats_t before = ts_stats_now();
   set_t mine;
   set_init(&mine, 1u << 30);
   main_blocks(&mine);
@@ -439,13 +429,13 @@ static void section_threads(int nthreads)
 
 static void section_realloc(void)
 {
-  check_begin("realloc growth when mremap fails (injection)");
+  ts_check_begin("realloc growth when mremap fails (injection)");
   atomic_store(&thread_failures, 0);
-  hak_stats_t before = stats_now();
+  hak_stats_t before = ts_stats_now();
   size_t n = 3 * MiB;
   void *p = hak_malloc(n);
   REQUIRE(p != NULL, "malloc(3 MiB)");
-  check_fill(p, n, 77);
+  ts_words_fill(p, n, 77);
 
   /* mremap fails, mmap works: the block is copied to a new one. */
   uint64_t inj = hak_test_fail_mmap_injected();
@@ -454,9 +444,9 @@ static void section_realloc(void)
   hak_test_fail_mmap(0, 0, 0);
   REQUIRE(q != NULL, "realloc(24 MiB) with mremap failing: NULL (errno %d)", errno);
   CHECK(hak_test_fail_mmap_injected() > inj, "no mremap was failed: the path was not taken");
-  CHECK(check_verify(q, n, 77) == n, "realloc by copy lost the contents");
+  CHECK(ts_words_verify(q, n, 77) == n, "realloc by copy lost the contents");
   CHECK(hak_malloc_usable_size(q) >= 24 * MiB, "usable %zu", hak_malloc_usable_size(q));
-  check_fill(q, 24 * MiB, 78);
+  ts_words_fill(q, 24 * MiB, 78);
   n = 24 * MiB;
 
   /* Everything fails: NULL, ENOMEM, the block as it was. */
@@ -468,7 +458,7 @@ static void section_realloc(void)
   hak_test_fail_mmap(0, 0, 0);
   CHECK(r == NULL && err == ENOMEM, "realloc(100 MiB) with every mapping failing: %p, errno %d", r, err);
   CHECK(hak_malloc_usable_size(q) == usable, "usable size changed: %zu, was %zu", hak_malloc_usable_size(q), usable);
-  CHECK(check_verify(q, n, 78) == n, "the block changed after a failed realloc");
+  CHECK(ts_words_verify(q, n, 78) == n, "the block changed after a failed realloc");
 
   /* Shrinking needs no mapping: works while mappings fail. */
   hak_test_fail_mmap(1, 0, HAK_FAULT_ALL);
@@ -476,13 +466,13 @@ static void section_realloc(void)
   hak_test_fail_mmap(0, 0, 0);
   CHECK(r != NULL, "large shrink failed while mappings fail");
   if (r != NULL) q = r, n = 2 * MiB;
-  CHECK(check_verify(q, n, 78) == n, "shrink lost the contents");
+  CHECK(ts_words_verify(q, n, 78) == n, "shrink lost the contents");
 
   /* Memory back: the same growth works. */
   r = hak_realloc(q, 100 * MiB);
   CHECK(r != NULL, "realloc(100 MiB) after recovery failed");
   if (r != NULL) {
-    CHECK(check_verify(r, n, 78) == n, "growth after recovery lost the contents");
+    CHECK(ts_words_verify(r, n, 78) == n, "growth after recovery lost the contents");
     q = r;
   }
   hak_free(q);
@@ -492,7 +482,7 @@ static void section_realloc(void)
   hak_collect();   /* the cache empty: the next mapping freed is the only one */
   void *a = hak_malloc(4 * MiB), *keep = hak_malloc(6 * MiB);
   REQUIRE(a != NULL && keep != NULL, "malloc 4 + 6 MiB");
-  check_fill(keep, 6 * MiB, 79);
+  ts_words_fill(keep, 6 * MiB, 79);
   hak_free(a);
   hak_test_fail_mmap(1, 0, HAK_FAULT_ALL);
   errno = 0;
@@ -503,9 +493,9 @@ static void section_realloc(void)
   hak_test_fail_mmap(0, 0, 0);
   CHECK(b == NULL && err == ENOMEM, "malloc(10 MiB) from the cache while mappings fail: %p errno %d", b, err);
   CHECK(c == NULL && err2 == ENOMEM, "calloc(10 MiB) while mappings fail: %p errno %d", c, err2);
-  CHECK(check_verify(keep, 6 * MiB, 79) == 6 * MiB, "a live large block changed");
+  CHECK(ts_words_verify(keep, 6 * MiB, 79) == 6 * MiB, "a live large block changed");
   b = hak_calloc(1, 10 * MiB);
-  CHECK(b != NULL && check_first_nonzero(b, 10 * MiB) == 10 * MiB, "calloc(10 MiB) after recovery");
+  CHECK(b != NULL && ts_first_nonzero(b, 10 * MiB) == 10 * MiB, "calloc(10 MiB) after recovery");
   hak_free(b);
   hak_free(keep);
 
@@ -515,7 +505,7 @@ static void section_realloc(void)
     void *g = hak_malloc(300 * KiB);
     REQUIRE(g != NULL, "malloc(300 KiB)");
     size_t gn = 300 * KiB;
-    check_fill(g, gn, 80);
+    ts_words_fill(g, gn, 80);
     hak_test_fail_mmap(every, every, HAK_FAULT_ALL);
     for (int step = 0; step < 12; step++) {
       size_t want = gn * 3 / 2 + 4096;
@@ -523,13 +513,13 @@ static void section_realloc(void)
       void *h = hak_realloc(g, want);
       if (h == NULL) {
         CHECK(errno == ENOMEM, "realloc growth: errno %d", errno);
-        CHECK(check_verify(g, gn, 80) == gn, "failed growth changed the block");
+        CHECK(ts_words_verify(g, gn, 80) == gn, "failed growth changed the block");
         continue;
       }
-      CHECK(check_verify(h, gn, 80) == gn, "growth to %zu lost the contents", want);
+      CHECK(ts_words_verify(h, gn, 80) == gn, "growth to %zu lost the contents", want);
       g = h;
       gn = want;
-      check_fill(g, gn, 80);
+      ts_words_fill(g, gn, 80);
     }
     hak_test_fail_mmap(0, 0, 0);
     hak_free(g);
@@ -544,9 +534,9 @@ static void section_realloc(void)
  * is abandoned, the process goes on. */
 static void section_unmap(void)
 {
-  check_begin("munmap fails with ENOMEM (injection)");
+  ts_check_begin("munmap fails with ENOMEM (injection)");
   atomic_store(&thread_failures, 0);
-  hak_stats_t before = stats_now();
+  hak_stats_t before = ts_stats_now();
   uint64_t inj = hak_test_fail_mmap_injected();
   hak_test_fail_mmap(1, 0, HAK_FAULT_UNMAP);
   for (int round = 0; round < 2; round++) {
@@ -555,11 +545,11 @@ static void section_unmap(void)
       size_t n = (size_t)(1 + i % 3) * MiB;
       big[i] = hak_malloc(n);
       REQUIRE(big[i] != NULL, "malloc(%zu) while munmap fails", n);
-      check_fill(big[i], n, (uintptr_t)(round * 100 + i));
+      ts_words_fill(big[i], n, (uintptr_t)(round * 100 + i));
     }
     for (int i = 0; i < 24; i++) {
       size_t n = (size_t)(1 + i % 3) * MiB;
-      CHECK(check_verify(big[i], n, (uintptr_t)(round * 100 + i)) == n, "block changed");
+      CHECK(ts_words_verify(big[i], n, (uintptr_t)(round * 100 + i)) == n, "block changed");
       hak_free(big[i]);
     }
     hak_collect();   /* the cache and the retire list: unmapped now, or tried */
@@ -606,12 +596,12 @@ static void *first_worker(void *arg)
   pthread_barrier_wait(&first_bar);      /* mappings work again */
   void *p = hak_malloc(100), *l = hak_malloc(MiB);
   TCHECK(p != NULL && l != NULL, "malloc after recovery failed");
-  if (p != NULL) check_fill(p, 100, 5);
-  if (l != NULL) check_fill(l, MiB, 6);
+  if (p != NULL) ts_words_fill(p, 100, 5);
+  if (l != NULL) ts_words_fill(l, MiB, 6);
   pthread_barrier_wait(&first_bar);      /* all live at once: distinct heaps */
-  if (p != NULL) TCHECK(check_verify(p, 100, 5) == 100, "small block changed");
-  if (l != NULL) TCHECK(check_verify(l, MiB, 6) == MiB, "large block changed");
-  if (p0 != NULL) TCHECK(check_first_nonzero(p0, 100) == 0 && ((unsigned char *)p0)[99] == 1, "block changed");
+  if (p != NULL) TCHECK(ts_words_verify(p, 100, 5) == 100, "small block changed");
+  if (l != NULL) TCHECK(ts_words_verify(l, MiB, 6) == MiB, "large block changed");
+  if (p0 != NULL) TCHECK(ts_first_nonzero(p0, 100) == 0 && ((unsigned char *)p0)[99] == 1, "block changed");
   if (l0 != NULL) TCHECK(((unsigned char *)l0)[0] == 2 && ((unsigned char *)l0)[MiB - 1] == 2, "block changed");
   hak_free(p);
   hak_free(l);
@@ -622,9 +612,9 @@ static void *first_worker(void *arg)
 
 static void section_first(void)
 {
-  check_begin("a thread's first allocation fails (injection)");
+  ts_check_begin("a thread's first allocation fails (injection)");
   atomic_store(&thread_failures, 0);
-  hak_stats_t before = stats_now();
+  hak_stats_t before = ts_stats_now();
   pthread_barrier_init(&first_bar, NULL, FIRST_THREADS + 1);
   pthread_t t[FIRST_THREADS];
   pthread_attr_t attr;
@@ -681,7 +671,7 @@ static void *every_worker(void *arg)
     uint64_t r = rng_next(&rng);
     size_t n = r % 8 == 0 ? 256 * KiB + r % (1536 * KiB) : r % 8 < 3 ? 1 + r % (64 * KiB) : 1 + r % 1024;
     if (b->p != NULL) {
-      size_t off = check_verify(b->p, b->n, b->seed);
+      size_t off = ts_words_verify(b->p, b->n, b->seed);
       TCHECK(off == b->n, "block %p of %zu bytes changed at %zu", b->p, b->n, off);
       if (r % 3 == 0) {   /* realloc: NULL leaves it; else the prefix moved along */
         errno = 0;
@@ -692,11 +682,11 @@ static void *every_worker(void *arg)
           continue;
         }
         size_t keep = b->n < n ? b->n : n;
-        TCHECK(check_verify(q, keep, b->seed) == keep, "realloc lost the prefix");
+        TCHECK(ts_words_verify(q, keep, b->seed) == keep, "realloc lost the prefix");
         b->p = q;
         b->n = n;
         b->seed = ++seed;
-        check_fill(q, n, b->seed);
+        ts_words_fill(q, n, b->seed);
         continue;
       }
       hak_free(b->p);
@@ -709,13 +699,13 @@ static void *every_worker(void *arg)
     case 0: p = hak_malloc(n); break;
     case 1:
       p = hak_calloc(1, n);
-      if (p != NULL) TCHECK(check_first_nonzero(p, n) == n, "calloc(%zu) not zero", n);
+      if (p != NULL) TCHECK(ts_first_nonzero(p, n) == n, "calloc(%zu) not zero", n);
       break;
     case 2: {
       size_t align = (size_t)16 << (r >> 8) % 12;
       int rc = hak_posix_memalign(&p, align, n);
       if (rc != 0) { TCHECK(rc == ENOMEM, "posix_memalign: %d", rc); p = NULL; errno = ENOMEM; }
-      else TCHECK(aligned_to(p, align), "misaligned");
+      else TCHECK(ts_aligned_to(p, align), "misaligned");
       break;
     }
     default: p = hak_aligned_alloc((size_t)64 << (r >> 8) % 10, n); break;
@@ -728,11 +718,11 @@ static void *every_worker(void *arg)
     b->p = p;
     b->n = n;
     b->seed = ++seed;
-    check_fill(p, n, b->seed);
+    ts_words_fill(p, n, b->seed);
   }
   for (int i = 0; i < EVERY_SLOTS; i++) {
     if (slot[i].p == NULL) continue;
-    TCHECK(check_verify(slot[i].p, slot[i].n, slot[i].seed) == slot[i].n, "block changed");
+    TCHECK(ts_words_verify(slot[i].p, slot[i].n, slot[i].seed) == slot[i].n, "block changed");
     hak_free(slot[i].p);
   }
   return (void *)nulls;
@@ -740,9 +730,9 @@ static void *every_worker(void *arg)
 
 static void section_every(void)
 {
-  check_begin("every 3rd mapping fails, 4 threads of random operations (injection)");
+  ts_check_begin("every 3rd mapping fails, 4 threads of random operations (injection)");
   atomic_store(&thread_failures, 0);
-  hak_stats_t before = stats_now();
+  hak_stats_t before = ts_stats_now();
   uint64_t inj = hak_test_fail_mmap_injected();
   hak_test_fail_mmap(3, 3, HAK_FAULT_ALL);
   pthread_t t[EVERY_THREADS];
@@ -772,7 +762,7 @@ static void section_every(void)
  * mapping fails from the process's start, with no call of the test hook. */
 static void section_env(void)
 {
-  check_begin("HAKMEM_FAIL_MMAP_EVERY from the environment (injection)");
+  ts_check_begin("HAKMEM_FAIL_MMAP_EVERY from the environment (injection)");
   const char *e = getenv("HAKMEM_FAIL_MMAP_EVERY");
   REQUIRE(e != NULL && atoi(e) > 2, "run with HAKMEM_FAIL_MMAP_EVERY=3 or more");
   unsigned long ok = 0, nulls = 0;
@@ -813,7 +803,7 @@ int main(int argc, char **argv)
 #ifdef HAKMEM_FAULT_INJECTION
   if (only && !strcmp(only, "env")) {   /* first: the environment's failures start at once */
     section_env();
-    return check_finish(argv[0]);
+    return ts_check_finish(argv[0]);
   }
 #endif
   hak_free(hak_malloc(1));   /* hakmem initialised before any section */
@@ -827,5 +817,5 @@ int main(int argc, char **argv)
   if (!only || !strcmp(only, "first")) section_first();
   if (!only || !strcmp(only, "every")) section_every();
 #endif
-  return check_finish(argv[0]);
+  return ts_check_finish(argv[0]);
 }

@@ -32,12 +32,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
 #include "hakmem.h"
+#include "support/check.h"
+#include "support/child.h"
 
 #define SKIP_CODE 77
-#define CHILD_SECONDS 20
-#include "misuse.h"
+#define CHILD_SECONDS 20 /* a misuse child's alarm */
 
 /* Some freed-or-not work the child does after the misuse returned, so that a
  * corrupted free list has a chance to show; then the child exits 0. */
@@ -313,7 +313,7 @@ static int child_work(void) {
 }
 
 static void test_fork_threads(void) {
-  check_begin("fork while another thread allocates");
+  ts_check_begin("fork while another thread allocates");
   pthread_t t[2];
   atomic_store(&stop_churn, false);
   REQUIRE(pthread_create(&t[0], NULL, churn, NULL) == 0, "pthread_create");
@@ -355,7 +355,7 @@ static void test_fork_threads(void) {
   printf("   %d of %d children worked\n", ok, forks);
 }
 
-static const struct misuse cases[] = {
+static const ts_misuse cases[] = {
     {"double_free", misuse_double_free, NULL},
     {"double_free_later", misuse_double_free_later, NULL},
     {"interior", misuse_interior, NULL},
@@ -383,7 +383,7 @@ int main(int argc, char **argv) {
   (void)argv;
   (void)cases;
   (void)test_fork_threads;
-  (void)expect_abort;
+  (void)ts_expect_abort;
   printf("SKIP: fork-based tests are not run under ThreadSanitizer\n");
   return SKIP_CODE;
 #else
@@ -393,7 +393,7 @@ int main(int argc, char **argv) {
     if (only && strcmp(only, cases[i].name) != 0 &&
         !(strcmp(only, "interior") == 0 && strcmp(cases[i].name, "interior_odd") == 0))
       continue;
-    expect_abort("misuse", &cases[i]);
+    ts_expect_abort("misuse", &cases[i], CHILD_SECONDS);
     ran = true;
   }
   if (!only || strcmp(only, "fork_threads") == 0) {
@@ -404,6 +404,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "unit_fork: unknown case '%s'\n", only);
     return 2;
   }
-  return check_finish("unit_fork");
+  return ts_check_finish("unit_fork");
 #endif
 }

@@ -12,24 +12,24 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "check.h"
 #include "hakmem.h"
-#include "hak_check.h"
+#include "support/check.h"
+#include "support/hak.h"
 
 #define MiB ((size_t)1 << 20)
 
 static void zero_size_big_alignment(void)
 {
-  check_begin("zero-byte blocks aligned to 2 MiB and more");
-  hak_stats_t before = stats_now();
+  ts_check_begin("zero-byte blocks aligned to 2 MiB and more");
+  hak_stats_t before = ts_stats_now();
   for (size_t align = 4096; align <= 32 * MiB; align <<= 1) {
     void *p = NULL;
     int rc = hak_posix_memalign(&p, align, 0);
-    CHECK(rc == 0 && p != NULL && aligned_to(p, align), "posix_memalign(%zu, 0): %d %p", align, rc, p);
+    CHECK(rc == 0 && p != NULL && ts_aligned_to(p, align), "posix_memalign(%zu, 0): %d %p", align, rc, p);
     void *q = hak_aligned_alloc(align, 0);
-    CHECK(q != NULL && aligned_to(q, align), "aligned_alloc(%zu, 0): %p", align, q);
+    CHECK(q != NULL && ts_aligned_to(q, align), "aligned_alloc(%zu, 0): %p", align, q);
     void *r = hak_memalign(align, 0);
-    CHECK(r != NULL && aligned_to(r, align), "memalign(%zu, 0): %p", align, r);
+    CHECK(r != NULL && ts_aligned_to(r, align), "memalign(%zu, 0): %p", align, r);
     /* hakmem's own blocks: a usable size of their own (a pointer hakmem does
      * not know would be given to the system allocator, which aborts under
      * ASan and reads garbage otherwise), freed by hakmem. */
@@ -39,7 +39,7 @@ static void zero_size_big_alignment(void)
     hak_free(q);
     hak_free(r);
   }
-  hak_stats_t after = stats_now();
+  hak_stats_t after = ts_stats_now();
   CHECK(after.allocs - before.allocs == 3 * 14, "allocs +%llu, expected 42",
         (unsigned long long)(after.allocs - before.allocs));
   CHECK(after.frees - before.frees == 3 * 14, "frees +%llu, expected 42 (a block went to the system allocator)",
@@ -51,5 +51,5 @@ static void zero_size_big_alignment(void)
 int main(void)
 {
   zero_size_big_alignment();
-  return check_finish("unit_fuzz_regress");
+  return ts_check_finish("unit_fuzz_regress");
 }

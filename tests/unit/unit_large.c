@@ -85,17 +85,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check.h"
 #include "hakmem.h"
-#include "hak_check.h"
+#include "support/args.h"
+#include "support/check.h"
+#include "support/child.h"
+#include "support/clock.h"
+#include "support/fill.h"
+#include "support/hak.h"
+#include "support/rss.h"
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
 #define SMALL_MAX (256 * KiB - 24) /* largest request a size class serves (24 bytes of the block: trailer) */
 
 #define SKIP_CODE 77
-#define CHILD_SECONDS 20
-#include "misuse.h"
+#define CHILD_SECONDS 20 /* a misuse child's alarm */
 
 /* Under ThreadSanitizer every byte a test touches costs shadow memory (fresh
  * pages, each a page fault, for every new mapping), about 30 times the
@@ -124,7 +128,7 @@ static void pat_init(void) {
   uint64_t s = 0x2545F4914F6CDD1Dull;
   for (unsigned i = 0; i < PAT_WORDS; i++) {
     s += 0x9E3779B97F4A7C15ull;
-    pat_table[i] = pat_table[i + PAT_WORDS] = check_mix(s, i);
+    pat_table[i] = pat_table[i + PAT_WORDS] = ts_words_mix(s, i);
   }
 }
 
@@ -161,7 +165,7 @@ static size_t pat_verify(const void *p, size_t from, size_t to, uint64_t seed) {
 
 /* Checks that p holds n zero bytes; reports the first other one. */
 static void check_zero(const char *what, const void *p, size_t n) {
-  size_t at = check_first_nonzero(p, n);
+  size_t at = ts_first_nonzero(p, n);
   CHECK(at == n, "%s: %p: byte at offset %zu of %zu is 0x%02x, not zero", what, p, at, n,
         at < n ? ((const unsigned char *)p)[at] : 0);
 }
@@ -183,17 +187,10 @@ static void *ballast_take(void) {
  * the cache is always warm: the block would be cached, so none is freed. */
 static void collect_warm(void) {
   hak_collect();
-  const char *secure = getenv("HAKMEM_SECURE");
-  if (secure != NULL && *secure && strcmp(secure, "0") != 0) return;
+  if (ts_env_flag("HAKMEM_SECURE")) return;
   void *w = hak_malloc(SMALL_MAX + 1);
   REQUIRE(w != NULL, "hak_malloc(%zu) for the warm-up", SMALL_MAX + 1);
   hak_free(w);
-}
-
-static double mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* HAKMEM_PURGE_DELAY_MS, as hakmem reads it (50 ms by default). */
@@ -207,7 +204,7 @@ static double purge_delay_ms(void) {
 static void wait_purge_delay(double since) {
   double delay = purge_delay_ms();
   struct timespec nap = {0, 20 * 1000 * 1000};
-  while (mono_ms() - since < 2 * delay + 10) nanosleep(&nap, NULL);
+  while (ts_now_ms() - since < 2 * delay + 10) nanosleep(&nap, NULL);
 }
 
 /* wait_purge_delay, then small blocks allocated until a refill has run heap
@@ -272,7 +269,7 @@ static size_t count_secret(const void *p, size_t n) {
  * byte, and a read in the middle, fault.  A new block of the same size
  * holds none of its words. */
 static void test_cold_start(void) {
-  check_begin("cold cache: a freed large block faults at once, the next one holds none of its bytes");
+  ts_check_begin("cold cache: a freed large block faults at once, the next one holds none of its bytes");
   const size_t n = 1 * MiB;
   uint64_t *p = hak_malloc(n);
   REQUIRE(p != NULL, "hak_malloc(%zu)", n);
@@ -299,7 +296,7 @@ static void test_cold_start(void) {
  * the purge delay between a free and the next allocation turns the cache
  * cold for one round. */
 static void test_warm_reuse(void) {
-  check_begin("warm cache: freeing and re-allocating 1 MiB blocks reuses the cached mapping");
+  ts_check_begin("warm cache: freeing and re-allocating 1 MiB blocks reuses the cached mapping");
   const size_t n = 1 * MiB;
   enum { R = 8 };
   collect_warm();
@@ -311,7 +308,7 @@ static void test_warm_reuse(void) {
     memset(r, i + 1, n);
     reused += r == prev;
     hak_free(r);
-    cached += stats_now().large_cached_bytes >= n;
+    cached += ts_stats_now().large_cached_bytes >= n;
     prev = r;
   }
   CHECK(reused >= R - 3, "%d of %d allocations after a free got the freed mapping back (expected the cache warm)",
@@ -327,10 +324,10 @@ static bool alloc_write_free(size_t n, unsigned char **out) {
   unsigned char *p = hak_malloc(n);
   REQUIRE(p != NULL, "hak_malloc(%zu)", n);
   memset(p, 0x3A, n);
-  size_t before = stats_now().large_cached_bytes;
+  size_t before = ts_stats_now().large_cached_bytes;
   hak_free(p);
   *out = p;
-  return stats_now().large_cached_bytes >= before + n;
+  return ts_stats_now().large_cached_bytes >= before + n;
 }
 
 /* Warm, the cache turns cold again once idle: its entry was given back
@@ -339,36 +336,36 @@ static bool alloc_write_free(size_t n, unsigned char **out) {
  * warm while the program holds a large block past the purge delay (nothing
  * cached: nothing idle).  And it is cold after hak_collect. */
 static void test_cold_again(void) {
-  check_begin("cold again after an idle purge delay and after hak_collect, warm while a block is held");
+  ts_check_begin("cold again after an idle purge delay and after hak_collect, warm while a block is held");
   const size_t n = 1 * MiB;
   for (int refill = 0; refill < 2; refill++) {
     collect_warm();
     unsigned char *w, *p;
     CHECK(alloc_write_free(n, &w), "warm-up: the freed %zu-byte block was not cached", n);
-    double t_free = mono_ms();
+    double t_free = ts_now_ms();
     if (refill) wait_purge_delay_then_refill(t_free);
     else wait_purge_delay(t_free);
     CHECK(!alloc_write_free(n, &p), "%.0f ms idle%s, then a 1 MiB block freed: it was cached (the cache stayed warm)",
-          mono_ms() - t_free, refill ? " with small refills" : "");
+          ts_now_ms() - t_free, refill ? " with small refills" : "");
     CHECK(access_faults(p, true), "%.0f ms idle%s, then a 1 MiB block freed: a write to it did not fault",
-          mono_ms() - t_free, refill ? " with small refills" : "");
+          ts_now_ms() - t_free, refill ? " with small refills" : "");
   }
   /* Warm (an allocation after the discard above) and a block held live for
    * the purge delay, small refills meanwhile: freed, it is cached. */
   unsigned char *h = hak_malloc(n);
   REQUIRE(h != NULL, "hak_malloc(%zu)", n);
   memset(h, 0x3B, n);
-  wait_purge_delay_then_refill(mono_ms());
-  size_t before = stats_now().large_cached_bytes;
+  wait_purge_delay_then_refill(ts_now_ms());
+  size_t before = ts_stats_now().large_cached_bytes;
   hak_free(h);
-  CHECK(stats_now().large_cached_bytes >= before + n, "a 1 MiB block held live past the purge delay, then freed: "
+  CHECK(ts_stats_now().large_cached_bytes >= before + n, "a 1 MiB block held live past the purge delay, then freed: "
         "not cached (the cache went cold while the program held it)");
   /* Warm, then trimmed. */
   unsigned char *w = hak_malloc(n), *p;
   REQUIRE(w != NULL, "hak_malloc(%zu)", n);
   memset(w, 3, n);
   hak_free(w);
-  CHECK(stats_now().large_cached_bytes >= n, "before hak_collect: the cache was not warm");
+  CHECK(ts_stats_now().large_cached_bytes >= n, "before hak_collect: the cache was not warm");
   hak_collect();
   p = hak_malloc(n);
   REQUIRE(p != NULL, "hak_malloc(%zu)", n);
@@ -382,7 +379,7 @@ static void test_cold_again(void) {
 /* calloc zeroes, also over a reused, dirtied mapping. */
 
 static void test_calloc_reuse(void) {
-  check_begin("calloc of large sizes is zero, also over a dirtied, reused mapping");
+  ts_check_begin("calloc of large sizes is zero, also over a dirtied, reused mapping");
   static const size_t base[] = {300 * KiB, 1 * MiB, 5 * MiB, 17 * MiB, 40 * MiB};
   for (int with_live = 1; with_live >= 0; with_live--) {
     void *ballast = with_live ? ballast_take() : NULL;
@@ -406,7 +403,7 @@ static void test_calloc_reuse(void) {
         hak_free(d);
         unsigned char *c = (m % 16 == 0 && i % 2) ? hak_calloc(m / 16, 16) : hak_calloc(m, 1);
         REQUIRE(c != NULL, "hak_calloc of %zu bytes returned NULL", m);
-        CHECK(aligned_to(c, 16), "hak_calloc(%zu) = %p not 16-aligned", m, c);
+        CHECK(ts_aligned_to(c, 16), "hak_calloc(%zu) = %p not 16-aligned", m, c);
         CHECK(hak_malloc_usable_size(c) >= m, "hak_calloc(%zu): usable %zu", m,
               hak_malloc_usable_size(c));
         char what[160];
@@ -465,14 +462,9 @@ static void test_calloc_reuse(void) {
 
 /* Bytes of [p, p + n) resident now (mincore; the range is widened to pages). */
 static size_t resident_bytes(const void *p, size_t n) {
-  uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095, e = ((uintptr_t)p + n + 4095) & ~(uintptr_t)4095;
-  size_t pages = (e - a) / 4096, res = 0;
-  unsigned char *v = malloc(pages);
-  REQUIRE(v != NULL, "malloc(%zu) for mincore", pages);
-  REQUIRE(mincore((void *)a, e - a, v) == 0, "mincore(%p, %zu): %s", (void *)a, (size_t)(e - a), strerror(errno));
-  for (size_t i = 0; i < pages; i++) res += v[i] & 1;
-  free(v);
-  return res * 4096;
+  size_t pages = ts_resident_pages(p, n);
+  REQUIRE(pages != (size_t)-1, "mincore(%p, %zu): %s", p, n, strerror(errno));
+  return pages * 4096;
 }
 
 /* A fresh mapping, and one reused after its pages were purged, are zero
@@ -482,7 +474,7 @@ static size_t resident_bytes(const void *p, size_t n) {
  * start may be resident.  That calloc zeroes a reused dirty mapping is
  * test_calloc_reuse's part. */
 static void test_calloc_fresh(void) {
-  check_begin("calloc of a fresh or purged large mapping writes none of its pages");
+  ts_check_begin("calloc of a fresh or purged large mapping writes none of its pages");
   const size_t n = 32 * MiB, limit = 4 * MiB + 8 * KiB;
   collect_warm(); /* an empty cache: the first calloc maps fresh memory */
   unsigned char *c = hak_calloc(1, n);
@@ -496,7 +488,7 @@ static void test_calloc_fresh(void) {
    * without live blocks (a quarter of HAKMEM_LARGE_CACHE_KB, 16 MiB by
    * default): its pages are purged and its mapping kept as address space. */
   hak_free(c);
-  hak_stats_t s = stats_now();
+  hak_stats_t s = ts_stats_now();
   CHECK(s.large_cached_bytes < n / 2, "after freeing %zu written bytes: %llu cached bytes (expected purged)", n,
         ull(s.large_cached_bytes));
   unsigned char *d = hak_calloc(1, n);
@@ -519,7 +511,7 @@ static void test_calloc_fresh(void) {
  * blocks freed one after the other leave at most that much cached (the rest
  * purged, their mappings kept as address space), whatever their count. */
 static void test_cache_bound(void) {
-  check_begin("the large cache keeps at most HAKMEM_LARGE_CACHE_KB/4 committed when nothing large is live");
+  ts_check_begin("the large cache keeps at most HAKMEM_LARGE_CACHE_KB/4 committed when nothing large is live");
   const char *env = getenv("HAKMEM_LARGE_CACHE_KB");
   size_t bound = (env != NULL && *env ? (size_t)strtoull(env, NULL, 10) : 65536) * KiB / 4;
   enum { K = 6 };
@@ -532,7 +524,7 @@ static void test_cache_bound(void) {
     memset(b[i], 0x3C, n);
   }
   for (int i = 0; i < K; i++) hak_free(b[i]);
-  hak_stats_t s = stats_now();
+  hak_stats_t s = ts_stats_now();
   CHECK(s.large_cached_bytes <= bound, "%d written %zu-byte blocks freed, none live: %llu bytes cached, bound %zu",
         K, n, ull(s.large_cached_bytes), bound);
   CHECK(s.large_cached_bytes >= n || bound < n + 2 * MiB,
@@ -544,16 +536,6 @@ static void test_cache_bound(void) {
 /* ---------------------------------------------------------------- */
 /* An idle cache gives its pages back after the purge delay. */
 
-static size_t rss_now(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  unsigned long size = 0, res = 0;
-  if (f != NULL) {
-    if (fscanf(f, "%lu %lu", &size, &res) != 2) res = 0;
-    fclose(f);
-  }
-  return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* A freed, written 8 MiB block stays committed in the cache (under its bound:
  * reuse is what makes big buffers cheap); once it has been idle for the
  * purge delay (HAKMEM_PURGE_DELAY_MS, 50 ms by default), the program's next
@@ -562,24 +544,24 @@ static size_t rss_now(void) {
  * program waits for the delay (a timer of the contract, not a race), then
  * allocates small blocks until that refill has run. */
 static void test_cache_decay(void) {
-  check_begin("an idle large cache gives its pages back after the purge delay");
+  ts_check_begin("an idle large cache gives its pages back after the purge delay");
   const size_t n = 8 * MiB;
   collect_warm();
   unsigned char *b = hak_malloc(n);
   REQUIRE(b != NULL, "hak_malloc(%zu)", n);
   memset(b, 0x77, n);
   hak_free(b);
-  double t_free = mono_ms();
-  hak_stats_t s1 = stats_now();
-  size_t rss1 = rss_now();
+  double t_free = ts_now_ms();
+  hak_stats_t s1 = ts_stats_now();
+  size_t rss1 = ts_rss_bytes();
   CHECK(s1.large_cached_bytes >= n, "a freed, written %zu-byte block: %llu bytes cached (expected kept for reuse)", n,
         ull(s1.large_cached_bytes));
   double delay = purge_delay_ms();
   wait_purge_delay_then_refill(t_free);
-  hak_stats_t s2 = stats_now();
-  size_t rss2 = rss_now();
+  hak_stats_t s2 = ts_stats_now();
+  size_t rss2 = ts_rss_bytes();
   CHECK(s2.large_cached_bytes == 0, "%.0f ms after the free, then small-block refills: %llu bytes still cached "
-        "(the purge delay is %.0f ms)", mono_ms() - t_free, ull(s2.large_cached_bytes), delay);
+        "(the purge delay is %.0f ms)", ts_now_ms() - t_free, ull(s2.large_cached_bytes), delay);
   CHECK(rss2 + n / 2 <= rss1, "RSS %zu KiB after the purge, %zu KiB before: less than %zu KiB given back", rss2 / KiB,
         rss1 / KiB, n / 2 / KiB);
   hak_collect();
@@ -599,7 +581,7 @@ static unsigned char *realloc_checked(unsigned char *p, size_t have, size_t n, u
   REQUIRE(q != NULL, "%s: hak_realloc(%p, %zu -> %zu) returned NULL", phase, (void *)p, have, n);
   if (q == p) in_place++;
   else moved++;
-  CHECK(aligned_to(q, 16), "%s: realloc(%zu -> %zu) = %p not 16-aligned", phase, have, n, q);
+  CHECK(ts_aligned_to(q, 16), "%s: realloc(%zu -> %zu) = %p not 16-aligned", phase, have, n, q);
   size_t u = hak_malloc_usable_size(q);
   CHECK(u >= n, "%s: realloc(%zu -> %zu): usable %zu < %zu", phase, have, n, u, n);
   size_t keep = have < n ? have : n;
@@ -616,10 +598,10 @@ static void test_realloc_doubling(void) {
   char title[96];
   snprintf(title, sizeof title, "realloc doubling 1 MiB -> %zu MiB, down and up again: contents kept",
            (size_t)REALLOC_MAX / MiB);
-  check_begin(title);
+  ts_check_begin(title);
   const size_t max = REALLOC_MAX;
   const uint64_t seed = 0xD0B1E;
-  hak_stats_t s0 = stats_now();
+  hak_stats_t s0 = ts_stats_now();
   in_place = moved = 0;
   size_t have = 1 * MiB;
   unsigned char *p = hak_malloc(have);
@@ -630,7 +612,7 @@ static void test_realloc_doubling(void) {
   for (size_t n = 2 * MiB; n <= max; n *= 2) {
     p = realloc_checked(p, have, n, seed, "doubling");
     have = n;
-    hak_stats_t s = stats_now();
+    hak_stats_t s = ts_stats_now();
     CHECK(s.live_bytes - s0.live_bytes == hak_malloc_usable_size(p),
           "after realloc to %zu: live_bytes grew by %llu, the block's usable size is %zu", n,
           ull(s.live_bytes - s0.live_bytes), hak_malloc_usable_size(p));
@@ -639,7 +621,7 @@ static void test_realloc_doubling(void) {
   for (size_t n = max / 2; n >= 1 * MiB; n /= 2) {
     p = realloc_checked(p, have, n, seed, "halving");
     have = n;
-    hak_stats_t s = stats_now();
+    hak_stats_t s = ts_stats_now();
     CHECK(s.live_bytes - s0.live_bytes == hak_malloc_usable_size(p),
           "after realloc down to %zu: live_bytes grew by %llu, the block's usable size is %zu", n,
           ull(s.live_bytes - s0.live_bytes), hak_malloc_usable_size(p));
@@ -656,7 +638,7 @@ static void test_realloc_doubling(void) {
   }
   CHECK(pat_verify(p, 0, have, seed) == have, "final check of %zu bytes failed", have);
   hak_free(p);
-  hak_stats_t s1 = stats_now();
+  hak_stats_t s1 = ts_stats_now();
   CHECK(s1.live_bytes == s0.live_bytes, "live_bytes %llu after freeing, was %llu",
         ull(s1.live_bytes), ull(s0.live_bytes));
   CHECK(s1.allocs - s0.allocs == s1.frees - s0.frees, "%llu allocs but %llu frees",
@@ -670,8 +652,8 @@ static void test_realloc_doubling(void) {
 /* realloc between small and large blocks. */
 
 static void test_realloc_small_large(void) {
-  check_begin("realloc small <-> large keeps contents");
-  hak_stats_t s0 = stats_now();
+  ts_check_begin("realloc small <-> large keeps contents");
+  hak_stats_t s0 = ts_stats_now();
   static const size_t small[] = {1, 100, 4096, 65536, 200000, SMALL_MAX};
   static const size_t large[] = {SMALL_MAX + 1, 1 * MiB, 3 * MiB + 7, 24 * MiB};
   uint64_t seed = 100;
@@ -696,7 +678,7 @@ static void test_realloc_small_large(void) {
       hak_free(p);
     }
   }
-  hak_stats_t s1 = stats_now();
+  hak_stats_t s1 = ts_stats_now();
   CHECK(s1.live_bytes == s0.live_bytes, "live_bytes %llu after freeing, was %llu",
         ull(s1.live_bytes), ull(s0.live_bytes));
   CHECK(s1.allocs - s0.allocs == s1.frees - s0.frees, "%llu allocs but %llu frees",
@@ -725,7 +707,7 @@ static void *alloc_aligned(int api, size_t align, size_t size) {
  * size asked for, every byte of it may be written, and free and realloc of
  * a block written up to its end pass (a false report would abort). */
 static void test_tail(void) {
-  check_begin("large blocks: usable size exact, every usable byte writable");
+  ts_check_begin("large blocks: usable size exact, every usable byte writable");
   static const size_t sizes[] = {SMALL_MAX + 1, 1 * MiB + 8, 3 * MiB + 5, 2 * MiB, 4 * MiB + 15};
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
     for (int round = 0; round < 2; round++) { /* the second reuses the first's mapping */
@@ -746,11 +728,11 @@ static void test_tail(void) {
 }
 
 static void test_aligned_large(void) {
-  check_begin("alignments 4, 8, 16 MiB: aligned, writable, freeable, reused");
+  ts_check_begin("alignments 4, 8, 16 MiB: aligned, writable, freeable, reused");
   static const size_t aligns[] = {4 * MiB, 8 * MiB, 16 * MiB};
   static const size_t sizes[] = {1, 300 * KiB, 2 * MiB, 5 * MiB + 3, ALIGNED_BIG};
   enum { NS = sizeof sizes / sizeof sizes[0] };
-  hak_stats_t s0 = stats_now();
+  hak_stats_t s0 = ts_stats_now();
   void *ballast = ballast_take(); /* freed mappings keep their dirty pages */
   for (size_t ai = 0; ai < sizeof aligns / sizeof aligns[0]; ai++) {
     size_t a = aligns[ai];
@@ -761,7 +743,7 @@ static void test_aligned_large(void) {
         for (size_t k = 0; k < NS; k++) {
           p[api][k] = alloc_aligned(api, a, sizes[k]);
           REQUIRE(p[api][k] != NULL, "%s(%zu, %zu) failed (errno %d)", api_name[api], a, sizes[k], errno);
-          CHECK(aligned_to(p[api][k], a), "round %d: %s(%zu, %zu) = %p is not aligned", round,
+          CHECK(ts_aligned_to(p[api][k], a), "round %d: %s(%zu, %zu) = %p is not aligned", round,
                 api_name[api], a, sizes[k], p[api][k]);
           u[api][k] = hak_malloc_usable_size(p[api][k]);
           CHECK(u[api][k] >= sizes[k], "%s(%zu, %zu): usable %zu", api_name[api], a, sizes[k], u[api][k]);
@@ -796,7 +778,7 @@ static void test_aligned_large(void) {
      * alignment: realloc promises malloc's). */
     unsigned char *r = alloc_aligned(API_ALIGNED, a, 3 * MiB);
     REQUIRE(r != NULL, "aligned_alloc(%zu, 3 MiB)", a);
-    CHECK(aligned_to(r, a), "aligned_alloc(%zu, 3 MiB) = %p", a, (void *)r);
+    CHECK(ts_aligned_to(r, a), "aligned_alloc(%zu, 3 MiB) = %p", a, (void *)r);
     pat_fill(r, 0, 3 * MiB, a);
     size_t grown = (SCALED_DOWN ? 1 : 3) * a + 5;
     r = realloc_checked(r, 3 * MiB, grown, a, "aligned block grown");
@@ -805,7 +787,7 @@ static void test_aligned_large(void) {
     hak_free(r);
   }
   hak_free(ballast);
-  hak_stats_t s1 = stats_now();
+  hak_stats_t s1 = ts_stats_now();
   CHECK(s1.live_bytes == s0.live_bytes, "live_bytes %llu after freeing, was %llu",
         ull(s1.live_bytes), ull(s0.live_bytes));
   CHECK(s1.allocs - s0.allocs == s1.frees - s0.frees, "%llu allocs but %llu frees",
@@ -825,11 +807,11 @@ static void *free_range(void *arg) {
 }
 
 static void test_stats(void) {
-  check_begin("stats count large allocations and frees exactly");
+  ts_check_begin("stats count large allocations and frees exactly");
   enum { N = 48 };
   void *p[N];
   hak_collect();
-  hak_stats_t s0 = stats_now();
+  hak_stats_t s0 = ts_stats_now();
   uint64_t usable = 0;
   for (int i = 0; i < N; i++) {
     size_t s = SMALL_MAX + 1 + (size_t)i * 190001u; /* 256 KiB + 1 .. about 9 MiB */
@@ -846,7 +828,7 @@ static void test_stats(void) {
     ((unsigned char *)p[i])[s - 1] = 2;
     usable += hak_malloc_usable_size(p[i]);
   }
-  hak_stats_t s1 = stats_now();
+  hak_stats_t s1 = ts_stats_now();
   CHECK(s1.allocs - s0.allocs == N, "allocs delta %llu, expected %d", ull(s1.allocs - s0.allocs), N);
   CHECK(s1.large_allocs - s0.large_allocs == N, "large_allocs delta %llu, expected %d",
         ull(s1.large_allocs - s0.large_allocs), N);
@@ -868,7 +850,7 @@ static void test_stats(void) {
     }
     usable += hak_malloc_usable_size(p[i]);
   }
-  hak_stats_t s2 = stats_now();
+  hak_stats_t s2 = ts_stats_now();
   CHECK(s2.allocs - s0.allocs == N && s2.frees == s0.frees,
         "after large-to-large reallocs: allocs delta %llu, frees delta %llu, expected %d and 0",
         ull(s2.allocs - s0.allocs), ull(s2.frees - s0.frees), N);
@@ -877,7 +859,7 @@ static void test_stats(void) {
 
   /* Half freed here, half by another thread. */
   for (int i = 0; i < N; i += 2) hak_free(p[i]);
-  hak_stats_t s3 = stats_now();
+  hak_stats_t s3 = ts_stats_now();
   CHECK(s3.frees - s0.frees == N / 2, "frees delta %llu, expected %d", ull(s3.frees - s0.frees), N / 2);
   void *odd[N / 2];
   for (int i = 1, k = 0; i < N; i += 2) odd[k++] = p[i];
@@ -885,7 +867,7 @@ static void test_stats(void) {
   pthread_t t;
   REQUIRE(pthread_create(&t, NULL, free_range, &job) == 0, "pthread_create");
   pthread_join(t, NULL);
-  hak_stats_t s4 = stats_now();
+  hak_stats_t s4 = ts_stats_now();
   CHECK(s4.allocs - s0.allocs == N && s4.frees - s0.frees == N,
         "after freeing all: allocs delta %llu, frees delta %llu, expected %d each",
         ull(s4.allocs - s0.allocs), ull(s4.frees - s0.frees), N);
@@ -898,7 +880,7 @@ static void test_stats(void) {
    * where it was (the large mappings are at least 2 MiB each; SuperSlabs a
    * thread's heap may have mapped meanwhile are allowed for). */
   hak_collect();
-  hak_stats_t s5 = stats_now();
+  hak_stats_t s5 = ts_stats_now();
   CHECK(s5.mapped_bytes <= s0.mapped_bytes, "mapped_bytes %llu after hak_collect, %llu before the "
         "large blocks: their mappings were not all given back", ull(s5.mapped_bytes), ull(s0.mapped_bytes));
 }
@@ -1000,7 +982,7 @@ static void misuse_double_free_retired(void) {
 }
 
 
-static const struct misuse cases[] = {
+static const ts_misuse cases[] = {
     {"double_free", misuse_double_free, NULL},
     {"double_free_reused", misuse_double_free_reused, NULL},
     {"double_free_aligned", misuse_double_free_aligned, NULL},
@@ -1020,21 +1002,21 @@ int main(int argc, char **argv) {
 #if defined(HAKMEM_TSAN) || defined(__SANITIZE_THREAD__)
     (void)argv;
     (void)cases;
-    (void)expect_abort;
+    (void)ts_expect_abort;
     printf("SKIP: fork-based tests are not run under ThreadSanitizer\n");
     return SKIP_CODE;
 #else
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
       if (strcmp(argv[1], cases[i].name) == 0) {
-        expect_abort("misuse", &cases[i]);
-        return check_finish("unit_large");
+        ts_expect_abort("misuse", &cases[i], CHILD_SECONDS);
+        return ts_check_finish("unit_large");
       }
     }
     fprintf(stderr, "unit_large: unknown case '%s'\n", argv[1]);
     return 2;
 #endif
   }
-  hak_stats_t start = stats_now();
+  hak_stats_t start = ts_stats_now();
   test_cold_start(); /* first: the process's first large block */
   test_warm_reuse();
   test_cold_again();
@@ -1047,11 +1029,11 @@ int main(int argc, char **argv) {
   test_aligned_large();
   test_tail();
   test_stats();
-  check_begin("everything freed");
-  hak_stats_t end = stats_now();
+  ts_check_begin("everything freed");
+  hak_stats_t end = ts_stats_now();
   CHECK(end.live_bytes == start.live_bytes, "live_bytes %llu at the end, %llu at the start",
         ull(end.live_bytes), ull(start.live_bytes));
   CHECK(end.allocs - start.allocs == end.frees - start.frees, "%llu allocs but %llu frees",
         ull(end.allocs - start.allocs), ull(end.frees - start.frees));
-  return check_finish("unit_large");
+  return ts_check_finish("unit_large");
 }

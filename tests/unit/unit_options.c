@@ -14,9 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
 #include "hakmem.h"
-#include "run_self.h"
+#include "support/check.h"
+#include "support/child.h"
 
 /* Every HAKMEM_ option the library knows (src/options.c). */
 static const char *const all_options[] = { "HAKMEM_STATS", "HAKMEM_VERBOSE", "HAKMEM_SECURE", "HAKMEM_PURGE_DELAY_MS",
@@ -35,7 +35,7 @@ static void child_env(const void *ctx)
 /* Run `unit_options child` with env; its stderr into buf. */
 static int run_child(const char *const *env, char *buf, size_t size)
 {
-  return run_self("child", child_env, env, buf, size);
+  return ts_run_self("child", child_env, env, buf, size);
 }
 
 static size_t count(const char *text, const char *what)
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
   }
   char out[8192];
 
-  check_section = "invalid values";
+  ts_check_section("invalid values");
   invalid("HAKMEM_PURGE_DELAY_MS=12x",
           "hakmem: ignoring HAKMEM_PURGE_DELAY_MS=12x: trailing characters after the number; using 50\n");
   invalid("HAKMEM_PURGE_DELAY_MS=-5", "hakmem: ignoring HAKMEM_PURGE_DELAY_MS=-5: not a decimal number; using 50\n");
@@ -77,7 +77,7 @@ int main(int argc, char **argv)
   invalid("HAKMEM_LARGE_CACHE_KB= 64", "hakmem: ignoring HAKMEM_LARGE_CACHE_KB= 64: not a decimal number; using 65536\n");
   invalid("HAKMEM_SS_RESERVE=1\n2", "hakmem: ignoring HAKMEM_SS_RESERVE=1?2: trailing characters after the number; using 1\n");
 
-  check_section = "valid values are silent";
+  ts_check_section("valid values are silent");
   {
     const char *env[] = { "HAKMEM_PURGE_DELAY_MS=0", "HAKMEM_SS_CACHE=65536", "HAKMEM_PURGE_THRESHOLD_KB=",
                           "HAKMEM_VERBOSE=0", NULL };
@@ -85,7 +85,7 @@ int main(int argc, char **argv)
     CHECK(rc == 0 && out[0] == 0, "exit %d, stderr: '%s'", rc, out);
   }
 
-  check_section = "verbose";
+  ts_check_section("verbose");
   {
     const char *env[] = { "HAKMEM_VERBOSE=1", "HAKMEM_PURGE_DELAY_MS=20", "HAKMEM_STATS=x", NULL };
     int rc = run_child(env, out, sizeof out);
@@ -105,5 +105,5 @@ int main(int argc, char **argv)
               count(out, "hakmem: ignoring HAKMEM_STATS=x: not a decimal number; using 0\n") == 1,
           "the invalid HAKMEM_STATS is reported once and 0 is in force:\n%s", out);
   }
-  return check_finish("unit_options");
+  return ts_check_finish("unit_options");
 }

@@ -25,30 +25,24 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check.h"
 #include "hakmem.h"
+#include "support/check.h"
+#include "support/clock.h"
+#include "support/rss.h"
 
 #define KiB ((size_t)1024)
 #define DELAY_MS 20
 
 static uint64_t now_ms(void)
 {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+  return (uint64_t)ts_now_ms();
 }
 
 /* Pages of [p, p + n) resident now. */
 static size_t resident_pages(const void *p, size_t n)
 {
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  uintptr_t from = (uintptr_t)p & ~(uintptr_t)(page - 1);
-  size_t pages = ((uintptr_t)p + n - from + page - 1) / page;
-  unsigned char vec[64];
-  REQUIRE(pages <= sizeof vec, "range of %zu pages", pages);
-  REQUIRE(mincore((void *)from, pages * page, vec) == 0, "mincore failed");
-  size_t r = 0;
-  for (size_t i = 0; i < pages; i++) r += vec[i] & 1;
+  size_t r = ts_resident_pages(p, n);
+  REQUIRE(r != (size_t)-1, "mincore failed");
   return r;
 }
 
@@ -78,7 +72,7 @@ int main(void)
             DELAY_MS);
     return 77;
   }
-  check_section = "unit age";
+  ts_check_section("unit age");
   /* X: the three 80 KiB blocks of a 4-unit slab; x3 starts the next slab
    * of the class, which becomes the current one (an empty current slab is
    * kept, not released) and keeps X's units out of any longer free run. */
@@ -114,5 +108,5 @@ int main(void)
   CHECK(left == 0, "%zu of slab X's 20 pages still resident after %d slab releases over %llu ms in its SuperSlab",
         left, cycles, (unsigned long long)(now_ms() - start));
   hak_free(x3);
-  return check_finish("unit_purge");
+  return ts_check_finish("unit_purge");
 }

@@ -35,17 +35,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
 #include "hakmem.h"
+#include "support/check.h"
+#include "support/fill.h"
+#include "support/hak.h"
 
 #define MiB ((size_t)1 << 20)
 #define UNIT ((uintptr_t)64 * 1024) /* a SuperSlab unit (src/internal.h, HAK_UNIT_SIZE) */
-
-static hak_stats_t stats_now(void) {
-  hak_stats_t s;
-  hak_stats_get(&s);
-  return s;
-}
 
 static int uptr_cmp(const void *a, const void *b) {
   uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
@@ -168,8 +164,8 @@ static void *freeing_thread(void *arg) {
 }
 
 static void test_owner_alive(void) {
-  check_begin("remote frees return to a live owner");
-  hak_stats_t base = stats_now();
+  ts_check_begin("remote frees return to a live owner");
+  hak_stats_t base = ts_stats_now();
   pthread_t a;
   REQUIRE(pthread_create(&a, NULL, owner_thread, NULL) == 0, "pthread_create");
   for (size_t k = 0; k < N_OWNER_SIZES; k++) {
@@ -177,12 +173,12 @@ static void test_owner_alive(void) {
     wait_phase((int)(10 * k + 2)); /* A holds n blocks and waits */
     size_t n = octx.n, size = octx.size;
     CHECK(!octx.alloc_failed, "size %zu: thread A's allocation failed", size);
-    hak_stats_t s0 = stats_now();
+    hak_stats_t s0 = ts_stats_now();
     struct free_job job = {octx.first, n, size, 0};
     pthread_t b;
     REQUIRE(pthread_create(&b, NULL, freeing_thread, &job) == 0, "pthread_create");
     pthread_join(b, NULL);
-    hak_stats_t s1 = stats_now();
+    hak_stats_t s1 = ts_stats_now();
     CHECK(job.corrupt == 0, "size %zu: %zu blocks arrived corrupted in thread B", size, job.corrupt);
     CHECK(s1.remote_frees - s0.remote_frees >= n,
           "size %zu: B freed %zu blocks of A, remote_frees grew by %llu", size, n,
@@ -204,12 +200,12 @@ static void test_owner_alive(void) {
     printf("   size %zu: %zu blocks, %zu reused (%.1f%%), remote_frees +%llu\n", size, n,
            octx.reused, n ? 100.0 * (double)octx.reused / (double)n : 0.0,
            (unsigned long long)(s1.remote_frees - s0.remote_frees));
-    hak_stats_t s2 = stats_now();
+    hak_stats_t s2 = ts_stats_now();
     CHECK(s2.live_bytes == base.live_bytes, "size %zu: live_bytes %llu at the end, %llu at the start",
           size, (unsigned long long)s2.live_bytes, (unsigned long long)base.live_bytes);
   }
   pthread_join(a, NULL);
-  hak_stats_t end = stats_now();
+  hak_stats_t end = ts_stats_now();
   CHECK(end.allocs - base.allocs == end.frees - base.frees, "owner test: %llu allocs, %llu frees",
         (unsigned long long)(end.allocs - base.allocs), (unsigned long long)(end.frees - base.frees));
 }
@@ -234,13 +230,13 @@ static void *alloc_and_exit(void *arg) {
 }
 
 static void test_owner_gone(void) {
-  check_begin("blocks of exited threads, freed remotely, are reused");
+  ts_check_begin("blocks of exited threads, freed remotely, are reused");
   enum { ROUNDS = 14, N = 20000 };
   const size_t sizes[] = {128, 64, 1000}; /* each round uses one of these */
   void **blocks = malloc(N * sizeof(void *));
   REQUIRE(blocks != NULL, "test's own malloc failed");
   hak_free(hak_malloc(1)); /* main has a heap: its frees below are remote */
-  hak_stats_t base = stats_now(), after1 = base;
+  hak_stats_t base = ts_stats_now(), after1 = base;
   for (int r = 0; r < ROUNDS; r++) {
     size_t size = sizes[r % 3];
     struct gone_job aj = {blocks, N, size, false};
@@ -252,9 +248,9 @@ static void test_owner_gone(void) {
     freeing_thread(&fj);  /* main: a remote free into the parked heap */
     CHECK(fj.corrupt == 0, "round %d: %zu blocks corrupted", r, fj.corrupt);
     hak_collect();
-    if (r == 2) after1 = stats_now(); /* every size has been through once */
+    if (r == 2) after1 = ts_stats_now(); /* every size has been through once */
   }
-  hak_stats_t end = stats_now();
+  hak_stats_t end = ts_stats_now();
   /* A leak would grow by about (ROUNDS - 3) * N * size ~ 25+ MiB. */
   CHECK(end.mapped_bytes <= after1.mapped_bytes + 8 * MiB,
         "%d rounds of alloc-in-exiting-thread / remote free grew mapped_bytes from %llu "
@@ -304,13 +300,13 @@ static void *heir_thread(void *arg) {
 }
 
 static void test_heir(void) {
-  check_begin("the next thread takes an exited thread's heap");
+  ts_check_begin("the next thread takes an exited thread's heap");
   enum { N = 2000 };
   const size_t size = 96;
   void **blocks = malloc(N * sizeof(void *));
   REQUIRE(blocks != NULL, "test's own malloc failed");
   hak_collect(); /* no parked heap is left from the tests before */
-  hak_stats_t s0 = stats_now();
+  hak_stats_t s0 = ts_stats_now();
   struct gone_job aj = {blocks, N, size, false};
   pthread_t t;
   REQUIRE(pthread_create(&t, NULL, alloc_and_exit, &aj) == 0, "pthread_create");
@@ -319,7 +315,7 @@ static void test_heir(void) {
   struct heir_job hj = {blocks, N, size, 0, 0};
   REQUIRE(pthread_create(&t, NULL, heir_thread, &hj) == 0, "pthread_create");
   pthread_join(t, NULL);
-  hak_stats_t s1 = stats_now();
+  hak_stats_t s1 = ts_stats_now();
   CHECK(hj.corrupt == 0, "%zu blocks corrupted", hj.corrupt);
   CHECK(s1.remote_frees == s0.remote_frees, "the heir's frees of the parked heap's blocks counted %llu remote",
         (unsigned long long)(s1.remote_frees - s0.remote_frees));
@@ -362,13 +358,13 @@ static void run_heir(struct heir_job *hj) {
 }
 
 static void test_heir_newest(void) {
-  check_begin("a thread whose first free is of the heap parked last takes that heap");
+  ts_check_begin("a thread whose first free is of the heap parked last takes that heap");
   enum { N = 2000 };
   const size_t size = 160;
   void **bx = malloc(N * sizeof(void *)), **by = malloc(N * sizeof(void *));
   REQUIRE(bx != NULL && by != NULL, "test's own malloc failed");
   hak_collect(); /* no parked heap is left from the tests before */
-  hak_stats_t sb = stats_now();
+  hak_stats_t sb = ts_stats_now();
   pthread_barrier_t allocated;
   REQUIRE(pthread_barrier_init(&allocated, NULL, 3) == 0, "pthread_barrier_init");
   struct twin_job xj = {.alloc = {bx, N, size, false}, .allocated = &allocated};
@@ -383,13 +379,13 @@ static void test_heir_newest(void) {
   sem_post(&yj.go);
   pthread_join(ty, NULL);
   REQUIRE(!xj.alloc.failed && !yj.alloc.failed, "allocation of %d blocks of %zu failed", N, size);
-  hak_stats_t s0 = stats_now();
+  hak_stats_t s0 = ts_stats_now();
   struct heir_job hy = {by, N, size, 0, 0};
   run_heir(&hy);
-  hak_stats_t s1 = stats_now();
+  hak_stats_t s1 = ts_stats_now();
   struct heir_job hx = {bx, N, size, 0, 0};
   run_heir(&hx);
-  hak_stats_t s2 = stats_now();
+  hak_stats_t s2 = ts_stats_now();
   CHECK(hy.corrupt == 0 && hx.corrupt == 0, "%zu + %zu blocks corrupted", hy.corrupt, hx.corrupt);
   CHECK(s1.remote_frees == s0.remote_frees, "the heir of the heap parked last freed %llu of its blocks remotely",
         (unsigned long long)(s1.remote_frees - s0.remote_frees));
@@ -505,18 +501,18 @@ static void *pp_thread(void *arg) {
 }
 
 static void test_ping_pong(void) {
-  check_begin("ping-pong: every block freed by the other thread");
+  ts_check_begin("ping-pong: every block freed by the other thread");
   static struct mailbox ab = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0, false};
   static struct mailbox ba = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0, false};
   struct pp_side a = {&ab, &ba, 12345u, 0, 0, 0, false};
   struct pp_side b = {&ba, &ab, 67890u, 0, 0, 0, false};
-  hak_stats_t s0 = stats_now();
+  hak_stats_t s0 = ts_stats_now();
   pthread_t ta, tb;
   REQUIRE(pthread_create(&ta, NULL, pp_thread, &a) == 0, "pthread_create");
   REQUIRE(pthread_create(&tb, NULL, pp_thread, &b) == 0, "pthread_create");
   pthread_join(ta, NULL);
   pthread_join(tb, NULL);
-  hak_stats_t s1 = stats_now();
+  hak_stats_t s1 = ts_stats_now();
   CHECK(!a.alloc_failed && !b.alloc_failed, "an allocation failed");
   CHECK(a.sent == PP_BLOCKS && b.sent == PP_BLOCKS, "sent %zu and %zu", a.sent, b.sent);
   CHECK(a.received == b.sent && b.received == a.sent, "received %zu of %zu and %zu of %zu",
@@ -547,19 +543,19 @@ static void *realloc_first(void *arg) {
     return NULL;
   }
   size_t keep = j->from < j->to ? j->from : j->to;
-  j->bad = keep - check_verify(q, keep, j->from);
+  j->bad = keep - ts_words_verify(q, keep, j->from);
   j->p = q;
   return NULL;
 }
 
 static void test_realloc_first_call(void) {
-  check_begin("a new thread's first call is realloc of a foreign-thread block");
+  ts_check_begin("a new thread's first call is realloc of a foreign-thread block");
   static const size_t pairs[][2] = {{24, 5000}, {5000, 24}, {100, 3 * MiB}, {3 * MiB, 100}, {64, 64}};
-  hak_stats_t s0 = stats_now();
+  hak_stats_t s0 = ts_stats_now();
   for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
     struct realloc_job j = {hak_malloc(pairs[i][0]), pairs[i][0], pairs[i][1], 0};
     REQUIRE(j.p != NULL, "hak_malloc(%zu)", j.from);
-    check_fill(j.p, j.from, j.from);
+    ts_words_fill(j.p, j.from, j.from);
     pthread_t t;
     REQUIRE(pthread_create(&t, NULL, realloc_first, &j) == 0, "pthread_create");
     pthread_join(t, NULL);
@@ -567,7 +563,7 @@ static void test_realloc_first_call(void) {
           j.bad == SIZE_MAX ? "returned NULL" : "contents changed");
     if (j.bad != SIZE_MAX) hak_free(j.p);
   }
-  hak_stats_t s1 = stats_now();
+  hak_stats_t s1 = ts_stats_now();
   CHECK(s1.live_bytes == s0.live_bytes, "live_bytes %llu after, %llu before",
         (unsigned long long)s1.live_bytes, (unsigned long long)s0.live_bytes);
 }
@@ -629,7 +625,7 @@ static void test_pending_remote_frees(size_t size, int held_max) {
   char *nm = name[size > 64];  /* check_section keeps the pointer */
   snprintf(nm, sizeof name[0], "pending remote frees of %zu-byte blocks: at most %d held while the freer "
            "idles, the rest pushed by its refill", size, held_max);
-  check_begin(nm);
+  ts_check_begin(nm);
   static void *old[PEND_N], *got[2 * PEND_N + 64];
   struct pend_job j = {old, size, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
   for (int i = 0; i < PEND_N; i++) REQUIRE((old[i] = hak_malloc(size)) != NULL, "hak_malloc(%zu)", size);
@@ -670,5 +666,5 @@ int main(void) {
   test_heir_newest();
   test_ping_pong();
   test_realloc_first_call();
-  return check_finish("unit_remote");
+  return ts_check_finish("unit_remote");
 }

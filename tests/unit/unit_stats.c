@@ -26,10 +26,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
 #include "hakmem.h"
-#include "run_self.h"
-#include "hak_check.h"
+#include "support/check.h"
+#include "support/child.h"
+#include "support/hak.h"
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
@@ -46,7 +46,7 @@ static size_t class_of(const hak_class_stats_t *cs, size_t n, size_t size)
 
 static void test_classes(void)
 {
-  check_section = "classes";
+  ts_check_section("classes");
   hak_class_stats_t a[MAX_CLASSES], b[MAX_CLASSES];
   size_t n = hak_stats_get_classes(a, MAX_CLASSES);
   REQUIRE(n > 8 && n <= MAX_CLASSES, "hak_stats_get_classes returned %zu", n);
@@ -56,7 +56,7 @@ static void test_classes(void)
   /* The large cache starts cold (a freed large block is discarded): one
    * large block freed, the next large allocation (below) turns it warm. */
   hak_free(hak_malloc(3 * MiB));
-  hak_stats_t s0 = stats_now();
+  hak_stats_t s0 = ts_stats_now();
 
   enum { N = 100, F = 30 };
   void *p[N];
@@ -81,7 +81,7 @@ static void test_classes(void)
   void *big = hak_malloc(3 * MiB);
   REQUIRE(big != NULL, "hak_malloc(3 MiB)");
   memset(big, 1, 3 * MiB);
-  hak_stats_t s1 = stats_now();
+  hak_stats_t s1 = ts_stats_now();
   CHECK(s1.large_allocs == s0.large_allocs + 1, "large_allocs %llu -> %llu", (unsigned long long)s0.large_allocs,
         (unsigned long long)s1.large_allocs);
   CHECK(s1.large_live_bytes >= s0.large_live_bytes + 3 * MiB, "large_live_bytes %llu -> %llu",
@@ -90,7 +90,7 @@ static void test_classes(void)
         (unsigned long long)s1.peak_rss_bytes);
   CHECK(s1.slabs >= 1, "slabs %llu", (unsigned long long)s1.slabs);
   hak_free(big);
-  hak_stats_t s2 = stats_now();
+  hak_stats_t s2 = ts_stats_now();
   CHECK(s2.large_frees == s1.large_frees + 1, "large_frees %llu -> %llu", (unsigned long long)s1.large_frees,
         (unsigned long long)s2.large_frees);
   CHECK(s2.large_live_bytes == s0.large_live_bytes, "large_live_bytes %llu, was %llu",
@@ -100,7 +100,7 @@ static void test_classes(void)
 
   for (int i = F; i < N; i++) hak_free(p[i]);
   hak_collect();  /* the empty current slab goes, its pages are purged, the cache trimmed */
-  hak_stats_t s3 = stats_now();
+  hak_stats_t s3 = ts_stats_now();
   hak_stats_get_classes(b, n);
   CHECK(b[c].live_blocks == a[c].live_blocks && b[c].slabs == a[c].slabs,
         "after freeing all and hak_collect: live %llu slabs %llu, expected %llu and %llu",
@@ -120,7 +120,7 @@ static void test_classes(void)
  * the class just used with its exact counts. */
 static void test_print(void)
 {
-  check_section = "print";
+  ts_check_section("print");
   void *p[7];
   for (int i = 0; i < 7; i++) p[i] = hak_malloc(3000);  /* 3072-byte class */
   hak_class_stats_t cs[MAX_CLASSES];
@@ -230,7 +230,7 @@ static void child_env(const void *level)
  * stderr into buf.  Returns the exit status. */
 static int run_child(const char *level, char *buf, size_t size)
 {
-  return run_self("scenario", child_env, level, buf, size);
+  return ts_run_self("scenario", child_env, level, buf, size);
 }
 
 /* The matrix of a report: column labels and rows. */
@@ -273,7 +273,7 @@ static int find(char (*labels)[24], int n, const char *want)
 static void test_report(void)
 {
   static char out[64 * 1024];
-  check_section = "report level 2";
+  ts_check_section("report level 2");
   int rc = run_child("2", out, sizeof out);
   CHECK(rc == 0, "scenario exited with %d; stderr:\n%s", rc, out);
   unsigned long long total = A_SMALL + A_LARGE + B_SMALL + M_SMALL + X_SMALL;
@@ -323,7 +323,7 @@ static void test_report(void)
           expect[rt][c]);
   CHECK(m.cell[rt][ct] == total, "grand total %llu, expected %llu", m.cell[rt][ct], total);
 
-  check_section = "report level 1";
+  ts_check_section("report level 1");
   rc = run_child("1", out, sizeof out);
   CHECK(rc == 0, "scenario exited with %d", rc);
   snprintf(want, sizeof want, "hakmem: allocs=%llu frees=%llu remote_frees=%llu ", total, total, total);
@@ -331,7 +331,7 @@ static void test_report(void)
   char *nl = strchr(out, '\n');
   CHECK(nl != NULL && nl[1] == 0, "HAKMEM_STATS=1 printed more than one line:\n%s", out);
 
-  check_section = "report off";
+  ts_check_section("report off");
   rc = run_child(NULL, out, sizeof out);
   CHECK(rc == 0 && out[0] == 0, "without HAKMEM_STATS: exit %d, stderr:\n%s", rc, out);
 }
@@ -347,5 +347,5 @@ int main(int argc, char **argv)
   test_classes();
   test_print();
   test_report();
-  return check_finish("unit_stats");
+  return ts_check_finish("unit_stats");
 }

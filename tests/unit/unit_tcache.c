@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "check.h"
 #include "hakmem.h"
+#include "support/check.h"
 
 #define SIZE 64
 #define MANY 3000   /* 64-byte blocks: more than one 64 KiB slab holds */
@@ -30,7 +30,7 @@ static void run(void *(*fn)(void *))
 static void *cross_slab(void *arg)
 {
   (void)arg;
-  check_section = "cross_slab";
+  ts_check_section("cross_slab");
   void **p = malloc(MANY * sizeof *p);
   CHECK(p != NULL, "no memory for the test");
   if (p == NULL) return NULL;
@@ -55,7 +55,7 @@ static void *cross_slab(void *arg)
 static void *bounded_lifo(void *arg)
 {
   (void)arg;
-  check_section = "bounded_lifo";
+  ts_check_section("bounded_lifo");
   void *b[FEW], *q[FEW];
   for (int i = 0; i < FEW; i++) b[i] = hak_malloc(SIZE);
   for (int i = 0; i < FEW; i++) hak_free(b[i]);
@@ -98,7 +98,7 @@ static void *owner(void *arg)
 static void *foreign_free(void *arg)
 {
   (void)arg;
-  check_section = "foreign_free";
+  ts_check_section("foreign_free");
   /* Never allocated SIZE: the foreign block goes to its owner. */
   void *x = owner_blocks[0];
   hak_free(x);
@@ -121,7 +121,7 @@ static void *foreign_free(void *arg)
 static void *foreign_over_base(void *arg)
 {
   (void)arg;
-  check_section = "foreign_over_base";
+  ts_check_section("foreign_over_base");
   void *b[FEW];
   for (int i = 0; i < FEW; i++) b[i] = hak_malloc(SIZE);
   for (int i = 0; i < FEW; i++) hak_free(b[i]);   /* the cache grows and holds >= 128 */
@@ -144,7 +144,7 @@ static void *foreign_over_base(void *arg)
 static void *unit_reuse(void *arg)
 {
   (void)arg;
-  check_section = "unit_reuse";
+  ts_check_section("unit_reuse");
   enum { NA = 2000, NB = 256 };
   static void *a[NA], *b[NB];
   for (int i = 0; i < NA; i++) a[i] = hak_malloc(48);
@@ -198,5 +198,5 @@ int main(void)
     pthread_mutex_unlock(&owner_lock);
     pthread_join(o, NULL);
   }
-  return check_finish("unit_tcache");
+  return ts_check_finish("unit_tcache");
 }

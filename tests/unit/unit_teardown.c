@@ -11,8 +11,8 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "check.h"
 #include "hakmem.h"
+#include "support/check.h"
 
 #define N 64
 #define THREADS 32
@@ -77,7 +77,7 @@ static void *worker(void *arg)
 
 int main(void)
 {
-  check_begin("blocks freed and made in late TLS destructors");
+  ts_check_begin("blocks freed and made in late TLS destructors");
   hak_free(hak_malloc(1));  /* hakmem's key exists before ours */
   pthread_key_create(&late_key, late_destructor);
   hak_stats_t s0;
@@ -104,5 +104,5 @@ int main(void)
         (unsigned long long)s0.live_bytes);
   CHECK(s1.heaps_abandoned - s0.heaps_abandoned >= THREADS, "only %llu heaps abandoned",
         (unsigned long long)(s1.heaps_abandoned - s0.heaps_abandoned));
-  return check_finish("unit_teardown");
+  return ts_check_finish("unit_teardown");
 }

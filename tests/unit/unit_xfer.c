@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "check.h"
 #include "hakmem.h"
+#include "support/check.h"
 
 #define SIZE (20 * 1024)  /* the 20 KiB class: above 1 KiB, below the trailed ones */
 #define N 8               /* fewer than the 16 slots of a class */
@@ -57,7 +57,7 @@ static void fill(void)
  * live), a third thread's malloc gets one of them instead of carving. */
 static void test_reuse_across_heaps(void)
 {
-  check_begin("a block freed into another live heap's slab is a third thread's next malloc");
+  ts_check_begin("a block freed into another live heap's slab is a third thread's next malloc");
   fill();
   run(free_all, NULL);
   void *got = NULL;
@@ -72,7 +72,7 @@ static void test_reuse_across_heaps(void)
  * mallocs find them. */
 static void test_collect_drains(void)
 {
-  check_begin("hak_collect gives the blocks back to their owner's slabs");
+  ts_check_begin("hak_collect gives the blocks back to their owner's slabs");
   hak_collect();  /* whatever the test before left */
   fill();
   run(free_all, NULL);
@@ -103,5 +103,5 @@ int main(void)
   }
   test_reuse_across_heaps();
   test_collect_drains();
-  return check_finish("unit_xfer");
+  return ts_check_finish("unit_xfer");
 }
