@@ -38,6 +38,7 @@
 
 #include "hakmem.h"
 #include "fault.h"
+#include "support/fill.h"
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
@@ -66,13 +67,11 @@ static bool faults_on;   /* fault injection active: NULL + ENOMEM is allowed */
 
 /* ------------------------------------------------------------ patterns */
 
+/* The unit tests' word pattern (tests/support/fill.h), never the zero word:
+ * a zeroed page shows. */
 static inline uint64_t mix(uint64_t id, uint64_t k)
 {
-  uint64_t x = id * 0x9E3779B97F4A7C15ull + k;
-  x ^= x >> 29;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 32;
-  return x | 1;   /* never the zero word: a zeroed page shows */
+  return ts_words_mix(id, k) | 1;
 }
 
 /* The pattern byte at offset i of block id. */

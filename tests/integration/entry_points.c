@@ -21,8 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fail.h"
 #include <unistd.h>
+
+#include "support/report.h"
 
 /* glibc exports these but no header declares them. */
 extern void *__libc_malloc(size_t);
@@ -38,7 +39,6 @@ static const char *const names[] = {
     "memalign", "valloc", "pvalloc", "malloc_usable_size", "free_sized", "free_aligned_sized",
     "__libc_malloc", "__libc_free", "__libc_calloc", "__libc_realloc", "__libc_memalign",
     "__posix_memalign"};
-
 
 static void check_block(const char *how, void *p, size_t size, size_t align, int zeroed) {
   if (!p) {
@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
       (void (*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "free_aligned_sized");
   if (!posix_memalign_u || !free_sized_f || !free_aligned_sized_f) {
     fprintf(stderr, "FAIL: __posix_memalign, free_sized or free_aligned_sized missing; %d failures\n",
-            failures);
+            ts_failures());
     return 1;
   }
 
@@ -147,8 +147,8 @@ int main(int argc, char **argv) {
   __libc_free(NULL);
 
   printf("expected_allocs=%lu\n", expected);
-  if (failures) {
-    fprintf(stderr, "entry_points: %d failures\n", failures);
+  if (ts_failures()) {
+    fprintf(stderr, "entry_points: %d failures\n", ts_failures());
     return 1;
   }
   printf("entry_points: all calls behaved\n");

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fail.h"
+#include "support/report.h"
 
 static void *(*sys_malloc)(size_t);
 static void *(*sys_calloc)(size_t, size_t);
@@ -171,8 +171,8 @@ int main(void) {
   }
 
   printf("foreign_frees=%lu\n", foreign_frees);
-  if (failures) {
-    fprintf(stderr, "foreign: %d failures\n", failures);
+  if (ts_failures()) {
+    fprintf(stderr, "foreign: %d failures\n", ts_failures());
     return 1;
   }
   printf("foreign: all checks passed\n");

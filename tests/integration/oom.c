@@ -22,7 +22,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "fail.h"
+#include "support/report.h"
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
@@ -145,7 +145,7 @@ int main(void)
   else { blk[2] = g; for (size_t i = 0; i < len[2]; i++) if (((unsigned char *)g)[i] != pat(2, i)) { FAIL("realloc lost byte %zu", i); break; } len[2] = 0; }
   if (bad_blocks()) FAIL("blocks changed after recovery");
   for (size_t b = 0; b < nblk; b++) free(blk[b]);
-  printf("oom: %s small=%zu medium=%zu large=%zu, then %zu pages to the limit\n", failures ? "FAILED" : "ok",
+  printf("oom: %s small=%zu medium=%zu large=%zu, then %zu pages to the limit\n", ts_failures() ? "FAILED" : "ok",
          ns, nm, nl, npages);
-  return failures ? 1 : 0;
+  return ts_failures() ? 1 : 0;
 }

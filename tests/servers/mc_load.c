@@ -40,6 +40,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "support/clock.h"
+#include "support/rng.h"
+
 #define MC_IO_TIMEOUT_S 20 /* a reply slower than this is an error */
 #define MC_MAX_REPORTS 10  /* errors described on stderr */
 
@@ -56,21 +59,7 @@ static void mc_error(const char *fmt, ...)
   va_end(ap);
 }
 
-static double mc_now(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ------------------------------------------------------------ values */
-
-static uint64_t mc_mix(uint64_t x)
-{
-  x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27; x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 typedef struct {
   uint32_t min, max;  /* value sizes, min >= 1 */
@@ -239,8 +228,8 @@ typedef struct {
 
 static uint64_t mc_key_hash(const mc_thread_t *t, int k, uint32_t version)
 {
-  return mc_mix(t->seed ^ mc_mix(((uint64_t)(uint32_t)t->tid << 40) ^ ((uint64_t)(uint32_t)k << 20) ^ 0x5bd1e995u) ^
-                mc_mix(version));
+  return ts_mix64(t->seed ^ ts_mix64(((uint64_t)(uint32_t)t->tid << 40) ^ ((uint64_t)(uint32_t)k << 20) ^ 0x5bd1e995u) ^
+                ts_mix64(version));
 }
 
 static int mc_key_name(const mc_thread_t *t, int k, char *out, size_t cap)
@@ -339,10 +328,10 @@ static void *mc_thread(void *arg)
     t->errors++;
     goto out;
   }
-  uint64_t rng = mc_mix(t->seed ^ (uint64_t)(t->tid + 1) * 0x9e3779b97f4a7c15ULL);
+  uint64_t rng = ts_mix64(t->seed ^ (uint64_t)(t->tid + 1) * 0x9e3779b97f4a7c15ULL);
   while (t->errors == 0) {
-    if ((t->ops & 15) == 0 && mc_now() >= t->deadline) break;
-    rng = mc_mix(rng);
+    if ((t->ops & 15) == 0 && ts_now() >= t->deadline) break;
+    rng = ts_mix64(rng);
     int k = (int)(rng % (uint64_t)t->nkeys);
     unsigned dice = (unsigned)((rng >> 32) % 100);
     int rc;
@@ -390,7 +379,7 @@ static int mc_load(int port, int argc, char **argv)
   mc_thread_t *ts = calloc((size_t)threads, sizeof *ts);
   pthread_t *ids = calloc((size_t)threads, sizeof *ids);
   if (ts == NULL || ids == NULL) return 2;
-  double start = mc_now();
+  double start = ts_now();
   for (int i = 0; i < threads; i++) {
     ts[i] = (mc_thread_t){.port = port, .tid = i, .nkeys = nkeys, .deadline = start + secs, .seed = seed, .sz = &sz};
     if (pthread_create(&ids[i], NULL, mc_thread, &ts[i]) != 0) {
@@ -405,7 +394,7 @@ static int mc_load(int port, int argc, char **argv)
     sum.deletes += ts[i].deletes; sum.bytes_out += ts[i].bytes_out;
     sum.bytes_verified += ts[i].bytes_verified; sum.errors += ts[i].errors;
   }
-  double el = mc_now() - start;
+  double el = ts_now() - start;
   printf("RESULT ops=%" PRIu64 " ops_per_s=%.0f sets=%" PRIu64 " gets=%" PRIu64 " hits=%" PRIu64
          " deletes=%" PRIu64 " bytes_out=%" PRIu64 " bytes_verified=%" PRIu64 " errors=%" PRIu64
          " threads=%d secs=%.2f\n",
@@ -458,10 +447,10 @@ static int mc_version(int port, char *out, size_t cap)
 static int mc_wait(int port, double secs)
 {
   char line[256];
-  double end = mc_now() + secs;
+  double end = ts_now() + secs;
   for (;;) {
     if (mc_version(port, line, sizeof line) == 0) return 0;
-    if (mc_now() >= end) {
+    if (ts_now() >= end) {
       fprintf(stderr, "mc_load: no memcached answering on port %d after %.0f s\n", port, secs);
       return 1;
     }
