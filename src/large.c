@@ -537,7 +537,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   if (size > HAK_MAX_ALLOC - GUARD || off_min > HAK_MAX_ALLOC - GUARD - size) { errno = ENOMEM; return NULL; }
   /* A zero-byte block still gets a byte of the block area: with an
    * alignment of 2 MiB or more it would otherwise start at the guard
-   * (found by fuzz/fuzz_api in the previous layout, where it lay outside
+   * (found by tests/fuzz/fuzz_api in the previous layout, where it lay outside
    * the mapping). */
   if (size == 0) size = 1;
   size_t map_size = hak_align_up(off_min + size, HAK_SS_SIZE) + GUARD;

@@ -708,7 +708,7 @@ static void test_reuse(void) {
 }
 
 /* ---------------------------------------------------------------- */
-/* Slab colouring (src/internal.h, hak_class_colored): the slabs of the
+/* Slab colouring (src/size_class.h, hak_class_colored): the slabs of the
  * classes of 128, 256, ..., 1024 bytes start at different cache lines, and
  * aligned requests stay aligned (they get uncoloured twins), counted with
  * their class. */

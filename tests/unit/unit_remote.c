@@ -41,7 +41,7 @@
 #include "support/hak.h"
 
 #define MiB ((size_t)1 << 20)
-#define UNIT ((uintptr_t)64 * 1024) /* a SuperSlab unit (src/internal.h, HAK_UNIT_SIZE) */
+#define UNIT ((uintptr_t)64 * 1024) /* a SuperSlab unit (src/base.h, HAK_UNIT_SIZE) */
 
 static int uptr_cmp(const void *a, const void *b) {
   uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
@@ -642,7 +642,7 @@ static void test_pending_remote_frees(size_t size, int held_max) {
   /* The free list (the blocks just freed) comes first, then the remote
    * stack.  By address only for a class whose slabs are not coloured: a
    * coloured slab (1 KiB) whose blocks all came back may be released and
-   * carved again a few cache lines off (internal.h, hak_class_colored). */
+   * carved again a few cache lines off (size_class.h, hak_class_colored). */
   if (size == 64) {
     int second = pend_reused(old, PEND_N, got, 2 * PEND_N, size);
     CHECK(second == PEND_N, "after the freeing thread's refill, %d of %d freed blocks came back", second,

@@ -1,5 +1,5 @@
-/* unit_tcache.c: the thread cache (src/heap.c, hak_heap_pop and
- * hak_heap_free_local in src/internal.h), with the fast paths on (no
+/* unit_tcache.c: the thread cache (src/tcache.c; hak_heap_pop in
+ * src/heap.h, free_local_fast in src/free.c), with the fast paths on (no
  * HAKMEM_STATS): which block malloc hands out after frees, of the thread's
  * own blocks and of another thread's.
  *
@@ -135,7 +135,7 @@ static void *foreign_over_base(void *arg)
 
 /* A unit that served one class and then another: the local free finds
  * the block's thread-cache list in the SuperSlab's header (unit_tcls,
- * src/internal.h), which must follow the unit to its new slab.  48-byte
+ * src/types.h), which must follow the unit to its new slab.  48-byte
  * blocks fill a unit; hak_collect gives them back (their slabs empty, the
  * SuperSlab to the cache); 1 KiB blocks are carved until one lands in
  * that unit; freed, it must come back to a 1 KiB malloc, and a 48-byte
