@@ -7,7 +7,10 @@
  * size (contents checked to survive the move).  Then it starts its successor,
  * hands it the array and exits; the successor joins it (so the predecessor's
  * heap is abandoned, with live blocks in it, before the successor touches
- * them) and carries on.  So most frees are of blocks whose owning thread has
+ * them) and carries on.  With --late-join, as in the published larson, the
+ * successor starts on the array at once and joins its predecessor only when
+ * its own iterations are done: its first frees race with the predecessor's
+ * exit (its heap's parking or abandonment) instead of following it.  So most frees are of blocks whose owning thread has
  * exited: they must go back to abandoned or adopted slabs, and the memory
  * must come back (the run fails if hakmem maps more than --max-mapped-mib).
  *
@@ -39,6 +42,7 @@ typedef struct {
     int blocks;
     int iters;
     int realloc_pm;
+    int late_join;
 } config;
 
 static config cfg = {
@@ -105,15 +109,19 @@ static void spawn(unsigned slot, uint64_t gen, bool has_prev, pthread_t prev)
     ts_thread_create(&t, chain_thread, g);
 }
 
+static void join_prev(const gen_t *g)
+{
+    int e = pthread_join(g->prev, NULL);
+    if (e)
+        ts_die("%s: pthread_join of predecessor: %s", prog, strerror(e));
+}
+
 static void *chain_thread(void *arg)
 {
     gen_t g = *(gen_t *)arg;
     free(arg);
-    if (g.has_prev) {
-        int e = pthread_join(g.prev, NULL);
-        if (e)
-            ts_die("%s: pthread_join of predecessor: %s", prog, strerror(e));
-    }
+    if (g.has_prev && !cfg.late_join)
+        join_prev(&g);
     slot_t *s = &slots[g.slot];
     unsigned owner = g.slot + 1;
     ts_rng r;
@@ -143,6 +151,8 @@ static void *chain_thread(void *arg)
             ts_check_mapped(prog, &cfg.c);
     }
 
+    if (g.has_prev && cfg.late_join)
+        join_prev(&g);
     if (ts_now() < deadline && !ts_has_failed()) {
         spawn(g.slot, g.gen + 1, true, pthread_self());
     } else {
@@ -161,6 +171,7 @@ int main(int argc, char **argv)
         {"blocks", TS_OPT_INT, &cfg.blocks, "live blocks per slot"},
         {"iters", TS_OPT_INT, &cfg.iters, "iterations per thread before it hands over"},
         {"realloc-permille", TS_OPT_INT, &cfg.realloc_pm, "iterations that realloc"},
+        {"late-join", TS_OPT_INT, &cfg.late_join, "1: a successor joins its predecessor after its own iterations"},
     };
     ts_stress_parse_args(argc, argv, prog, &cfg.c, extra, TS_COUNT(extra));
     if (cfg.blocks < 1) cfg.blocks = 1;
