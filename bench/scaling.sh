@@ -6,7 +6,8 @@
 #
 # Options (each has an environment variable of the same meaning):
 #   -w, --workloads LIST   WORKLOADS   default "larson churn prodcons strings realloc falseshare
-#                                       pcqueue turnover large bignum mixed strbuild"
+#                                       pcqueue turnover large bignum mixed strbuild mstress bigbuf
+#                                       glibc_simple"
 #   -a, --allocators LIST  ALLOCATORS  default "hakmem glibc mimalloc jemalloc tcmalloc"
 #   -t, --threads LIST     THREADS     default "1 2 4"
 #   -r, --runs N           RUNS        runs per point, the median is reported (default 5)
@@ -39,7 +40,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-WORKLOADS=${WORKLOADS:-"larson churn prodcons strings realloc falseshare pcqueue turnover large bignum mixed strbuild"}
+WORKLOADS=${WORKLOADS:-"larson churn prodcons strings realloc falseshare pcqueue turnover large bignum mixed strbuild mstress bigbuf glibc_simple"}
 ALLOCATORS=${ALLOCATORS:-"hakmem glibc mimalloc jemalloc tcmalloc"}
 THREADS=${THREADS:-"1 2 4"}
 RUNS=${RUNS:-5}
@@ -86,7 +87,7 @@ if [[ $LARGE_ITERS == 0 ]]; then unset LARGE_ITERS; else export LARGE_ITERS; fi
 [[ ${#larson_args[@]} -eq 6 ]] || die "LARSON_ARGS needs 6 numbers: sleep min max chunks rounds seed"
 larson_sleep=${larson_args[0]}
 
-known_workloads="larson churn prodcons strings realloc falseshare pcqueue turnover large bignum mixed strbuild"
+known_workloads="larson churn prodcons strings realloc falseshare pcqueue turnover large bignum mixed strbuild mstress bigbuf glibc_simple"
 for w in $WORKLOADS; do
   [[ " $known_workloads " == *" $w "* ]] || die "unknown workload '$w' (known: $known_workloads)"
   [[ -x $BIN/$w ]] || die "$BIN/$w is missing: build first (cmake -S $ROOT -B $BUILD_DIR -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD_DIR -j2)"
@@ -162,9 +163,10 @@ for w in $WORKLOADS; do
           secs=$(sed -n 's/^RESULT .* secs=\([0-9.][0-9.]*\) .*/\1/p' <<<"$stdout" | head -1)
           us=$(sed -n 's/^RESULT .* elapsed_us=\([0-9][0-9]*\).*/\1/p' <<<"$stdout" | head -1)
           [[ -n $us ]] && secs=$(awk -v u="$us" 'BEGIN { printf "%.6f", u / 1e6 }')
-          # large runs a fixed number of steps: tens of ops/s, so the rate is
-          # recomputed from ops and secs with decimals (the RESULT line rounds)
-          if [[ $w == large && -n $ops && -n $nops && -n $secs ]]; then
+          # large, bigbuf and mstress run few, slow steps (tens to thousands
+          # of ops/s), so the rate is recomputed from ops and secs with
+          # decimals (the RESULT line rounds)
+          if [[ ($w == large || $w == bigbuf || $w == mstress) && -n $ops && -n $nops && -n $secs ]]; then
             ops=$(awk -v n="$nops" -v s="$secs" 'BEGIN { if (s > 0) printf "%.3f", n / s; else print "" }')
           fi
         fi
