@@ -171,17 +171,22 @@ static void *exercise_heap(void *arg)
 
 /* ------------------------------------------------------------------- main */
 
+/* A new random-size block into slot c of the warm-up. */
+static void warm_block(lran2_t *rgen, char **blkp, size_t *blksize, long c, long min_size, long range)
+{
+    size_t sz = (size_t)(range == 0 ? min_size : min_size + lran2(rgen) % range);
+    blkp[c] = malloc(sz);
+    blksize[c] = sz;
+    if (blkp[c] == NULL) {
+        fprintf(stderr, "larson: malloc(%zu) failed in the warm-up\n", sz);
+        exit(1);
+    }
+}
+
 static void warmup(lran2_t *rgen, char **blkp, size_t *blksize, long num_chunks, long min_size, long range)
 {
-    for (long c = 0; c < num_chunks; c++) {
-        size_t sz = (size_t)(range == 0 ? min_size : min_size + lran2(rgen) % range);
-        blkp[c] = malloc(sz);
-        blksize[c] = sz;
-        if (blkp[c] == NULL) {
-            fprintf(stderr, "larson: malloc(%zu) failed in the warm-up\n", sz);
-            exit(1);
-        }
-    }
+    for (long c = 0; c < num_chunks; c++)
+        warm_block(rgen, blkp, blksize, c, min_size, range);
     for (long c = num_chunks; c > 0; c--) {  /* a random permutation */
         long victim = lran2(rgen) % c;
         char *tmp = blkp[victim];
@@ -194,13 +199,7 @@ static void warmup(lran2_t *rgen, char **blkp, size_t *blksize, long num_chunks,
     for (long c = 0; c < 4 * num_chunks; c++) {
         long victim = lran2(rgen) % num_chunks;
         free(blkp[victim]);
-        size_t sz = (size_t)(range == 0 ? min_size : min_size + lran2(rgen) % range);
-        blkp[victim] = malloc(sz);
-        blksize[victim] = sz;
-        if (blkp[victim] == NULL) {
-            fprintf(stderr, "larson: malloc(%zu) failed in the warm-up\n", sz);
-            exit(1);
-        }
+        warm_block(rgen, blkp, blksize, victim, min_size, range);
     }
 }
 

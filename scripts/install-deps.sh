@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages hakmem needs, if any is missing.
 #   scripts/install-deps.sh            build + test dependencies
-#   scripts/install-deps.sh --bench    also the allocators compared in bench/ and gnuplot
+#   scripts/install-deps.sh --bench    also the allocators compared in bench/, gnuplot,
+#                                      valgrind and time (bench/insn.sh, bench/cost.sh)
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -euo pipefail
 
@@ -15,7 +16,7 @@ pkgs=(cmake gcc g++ make binutils liburcu-dev libck-dev python3 procps pkgconf d
       pigz zstd xz-utils coreutils git memcached redis-server redis-tools
       clang libclang-rt-14-dev)   # libFuzzer: scripts/fuzz.sh (run by test.sh)
 if [[ "${1:-}" == "--bench" || "${1:-}" == "--all" ]]; then
-  pkgs+=(libmimalloc-dev libjemalloc-dev libtcmalloc-minimal4 gnuplot-nox)
+  pkgs+=(libmimalloc-dev libjemalloc-dev libtcmalloc-minimal4 gnuplot-nox valgrind time)
 fi
 
 missing=()

@@ -28,6 +28,9 @@ void ts_bench_args(int argc, char **argv, const char *what, int *threads, double
     *secs = s;
 }
 
+__thread uint64_t ts_bench_checks_left = UINT64_MAX;
+static uint64_t fixed_checks = UINT64_MAX;   /* BENCH_CHECKS, read by ts_bench_run */
+
 typedef struct {
     ts_bench_fn fn;
     ts_bench_worker *w;
@@ -36,6 +39,7 @@ typedef struct {
 static void *thread_main(void *arg)
 {
     trampoline *t = (trampoline *)arg;
+    ts_bench_checks_left = fixed_checks;
     pthread_barrier_wait(t->w->start);
     t->fn(t->w);
     return NULL;
@@ -49,6 +53,9 @@ double ts_bench_run(int n, double secs, ts_bench_fn fn, void *shared, ts_bench_w
     atomic_bool stop;
 
     atomic_init(&stop, false);
+    const char *checks = getenv("BENCH_CHECKS");
+    if (checks != NULL && *checks != 0)
+        fixed_checks = strtoull(checks, NULL, 10);
     pthread_barrier_init(&start, NULL, (unsigned)n + 1);
     for (int i = 0; i < n; i++) {
         w[i].id = i;
@@ -69,7 +76,8 @@ double ts_bench_run(int n, double secs, ts_bench_fn fn, void *shared, ts_bench_w
     }
     pthread_barrier_wait(&start);
     double t0 = ts_now();
-    ts_sleep(secs);
+    if (fixed_checks == UINT64_MAX)   /* else the workers stop by themselves */
+        ts_sleep(secs);
     /* relaxed is enough: the store only has to become visible eventually,
      * and the workers' results are published to main by pthread_join. */
     atomic_store_explicit(&stop, true, memory_order_relaxed);

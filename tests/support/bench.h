@@ -65,11 +65,26 @@ static inline uint64_t ts_bench_seed(int i)
  * w[] (n entries) holds each worker's counters afterwards. */
 double ts_bench_run(int n, double secs, ts_bench_fn fn, void *shared, ts_bench_worker *w);
 
+/* A fixed amount of work (bench/cost.sh): the variants built with
+ * -DTS_BENCH_FIXED (build/bench/fixed/) stop each worker after it has asked
+ * ts_bench_stopped BENCH_CHECKS times (set by ts_bench_run from the
+ * environment), whatever the time, so two runs do the same work.  The
+ * timed programs are built without it: their loops are unchanged. */
+extern __thread uint64_t ts_bench_checks_left;
+
 /* Has main raised the stop flag?  Read inside the timed loops. */
+#ifdef TS_BENCH_FIXED
+static inline bool ts_bench_stopped(const ts_bench_worker *w)
+{
+    (void)w;
+    return ts_bench_checks_left-- == 0;
+}
+#else
 static inline bool ts_bench_stopped(const ts_bench_worker *w)
 {
     return atomic_load_explicit(w->stop, memory_order_relaxed);
 }
+#endif
 
 /* Sums of the workers' ops and extra counters. */
 uint64_t ts_bench_sum_ops(const ts_bench_worker *w, int n);
