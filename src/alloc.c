@@ -310,10 +310,9 @@ static bool pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 int hak_posix_memalign(void **out, size_t alignment, size_t size)
 {
   if (alignment < sizeof(void *) || !pow2(alignment)) return EINVAL;
-  int saved = errno;
   void *p = alloc_aligned(alignment, size);
   if (p == NULL) {
-    errno = saved;
+    errno = ENOMEM;  /* POSIX asks only the return value; programs read errno, as with glibc */
     return ENOMEM;
   }
   *out = p;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 
 #include "init.h"
 #include "size_class.h"
@@ -31,9 +32,21 @@ bool hak_init_recursing(void)
 /* Take every rare-path lock so no other thread holds one across fork; the
  * child reinitialises them.  Heaps of the parent's other threads stay owned
  * in the child (their threads do not exist there): their blocks can still be
- * freed by the child, their cached memory is not reused. */
+ * freed by the child, their cached memory is not reused.
+ * Signals are blocked from before the first lock is taken until after the
+ * last is released, in the parent and in the child: a signal handler that
+ * calls fork (async-signal-safe) would otherwise run fork_prepare again on
+ * this thread and wait for a lock it holds.  liburcu's own fork hooks
+ * restore the signal mask they found, which is then this all-blocked one.
+ * The mask to restore is the forking thread's (two threads may fork at
+ * once: the second waits for the first's locks). */
+static __thread sigset_t fork_saved_mask;
+
 static void fork_prepare(void)
 {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &fork_saved_mask);
   hak_heap_before_fork();
   hak_ss_before_fork();
   hak_registry_before_fork();
@@ -43,12 +56,14 @@ static void fork_parent(void)
   hak_registry_after_fork(false);
   hak_ss_after_fork(false);
   hak_heap_after_fork(false);
+  pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 }
 static void fork_child(void)
 {
   hak_registry_after_fork(true);
   hak_ss_after_fork(true);
   hak_heap_after_fork(true);
+  pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 }
 
 /* ----------------------------------------------------------------------- init */
