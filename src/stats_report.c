@@ -433,21 +433,32 @@ static void get_mallinfo(mallinfo_t *m, hak_stats_t *s, hak_class_stats_t *cs)
   m->cached = s->large_cached_bytes;
 }
 
-void hak_stats_mallinfo2(struct mallinfo2 *out)
-{
-  hak_init();
+/* Everything the glibc-format calls print, taken once (hakmem initialised
+ * first: a program may call them before its first malloc). */
+typedef struct {
   hak_stats_t s;
   hak_class_stats_t cs[HAK_NUM_SIZES];
   mallinfo_t m;
-  get_mallinfo(&m, &s, cs);
+} snapshot_t;
+
+static void take_snapshot(snapshot_t *n)
+{
+  hak_init();
+  get_mallinfo(&n->m, &n->s, n->cs);
+}
+
+void hak_stats_mallinfo2(struct mallinfo2 *out)
+{
+  snapshot_t n;
+  take_snapshot(&n);
   memset(out, 0, sizeof *out);
-  out->arena = m.arena;
-  out->ordblks = m.slabs;
-  out->hblks = m.large_live;
-  out->hblkhd = m.large_mapped;
-  out->uordblks = m.small_live_bytes;
-  out->fordblks = m.arena - m.small_live_bytes;
-  out->keepcost = m.cached;
+  out->arena = n.m.arena;
+  out->ordblks = n.m.slabs;
+  out->hblks = n.m.large_live;
+  out->hblkhd = n.m.large_mapped;
+  out->uordblks = n.m.small_live_bytes;
+  out->fordblks = n.m.arena - n.m.small_live_bytes;
+  out->keepcost = n.m.cached;
 }
 
 static void xml_total(hak_out_t *o, const char *type, uint64_t count, uint64_t size)
@@ -487,52 +498,49 @@ static void xml_attr(hak_out_t *o, const char *name, uint64_t v)
 int hak_stats_malloc_info(int options, FILE *f)
 {
   if (options != 0) return EINVAL;
-  hak_init();
-  hak_stats_t s;
-  hak_class_stats_t cs[HAK_NUM_SIZES];
-  mallinfo_t m;
-  get_mallinfo(&m, &s, cs);
+  snapshot_t n;
+  take_snapshot(&n);
   hak_out_t o = { .fd = -1, .file = f };
   hak_out_str(&o, "<malloc version=\"1\" allocator=\"hakmem\">\n<heap nr=\"0\">\n<sizes>\n");
   for (size_t c = 0; c < HAK_NUM_SIZES; c++) {
-    if (cs[c].live_blocks == 0) continue;
+    if (n.cs[c].live_blocks == 0) continue;
     hak_out_str(&o, "  <size");
-    xml_attr(&o, "from", c == 0 ? 1 : cs[c - 1].block_size + 1);
-    xml_attr(&o, "to", cs[c].block_size);
-    xml_attr(&o, "total", cs[c].live_blocks * cs[c].block_size);
-    xml_attr(&o, "count", cs[c].live_blocks);
+    xml_attr(&o, "from", c == 0 ? 1 : n.cs[c - 1].block_size + 1);
+    xml_attr(&o, "to", n.cs[c].block_size);
+    xml_attr(&o, "total", n.cs[c].live_blocks * n.cs[c].block_size);
+    xml_attr(&o, "count", n.cs[c].live_blocks);
     hak_out_str(&o, "/>\n");
   }
   hak_out_str(&o, "</sizes>\n");
   xml_total(&o, "fast", 0, 0);
-  xml_total(&o, "rest", m.small_live_blocks, m.small_live_bytes);
-  xml_size(&o, "system", "current", m.arena);
-  xml_size(&o, "system", "max", m.arena);
-  xml_size(&o, "aspace", "total", m.arena);
-  xml_size(&o, "aspace", "mprotect", m.arena);
+  xml_total(&o, "rest", n.m.small_live_blocks, n.m.small_live_bytes);
+  xml_size(&o, "system", "current", n.m.arena);
+  xml_size(&o, "system", "max", n.m.arena);
+  xml_size(&o, "aspace", "total", n.m.arena);
+  xml_size(&o, "aspace", "mprotect", n.m.arena);
   hak_out_str(&o, "</heap>\n");
   xml_total(&o, "fast", 0, 0);
-  xml_total(&o, "rest", m.small_live_blocks, m.small_live_bytes);
-  xml_total(&o, "mmap", m.large_live, m.large_mapped);
-  xml_size(&o, "system", "current", s.mapped_bytes);
-  xml_size(&o, "system", "max", s.mapped_bytes);
-  xml_size(&o, "aspace", "total", s.mapped_bytes);
-  xml_size(&o, "aspace", "mprotect", s.mapped_bytes);
+  xml_total(&o, "rest", n.m.small_live_blocks, n.m.small_live_bytes);
+  xml_total(&o, "mmap", n.m.large_live, n.m.large_mapped);
+  xml_size(&o, "system", "current", n.s.mapped_bytes);
+  xml_size(&o, "system", "max", n.s.mapped_bytes);
+  xml_size(&o, "aspace", "total", n.s.mapped_bytes);
+  xml_size(&o, "aspace", "mprotect", n.s.mapped_bytes);
   hak_out_str(&o, "<hakmem");
   xml_attr(&o, "stats", hak_opt.stats);
-  xml_attr(&o, "allocs", s.allocs);
-  xml_attr(&o, "frees", s.frees);
-  xml_attr(&o, "remote_frees", s.remote_frees);
-  xml_attr(&o, "live_bytes", s.live_bytes);
-  xml_attr(&o, "large_allocs", s.large_allocs);
-  xml_attr(&o, "large_frees", s.large_frees);
-  xml_attr(&o, "large_cached_bytes", s.large_cached_bytes);
-  xml_attr(&o, "superslabs_mapped", s.superslabs_mapped);
-  xml_attr(&o, "superslabs_purged", s.superslabs_purged);
-  xml_attr(&o, "superslabs_unmapped", s.superslabs_unmapped);
-  xml_attr(&o, "slabs", s.slabs);
-  xml_attr(&o, "mapped_bytes", s.mapped_bytes);
-  xml_attr(&o, "peak_rss_bytes", s.peak_rss_bytes);
+  xml_attr(&o, "allocs", n.s.allocs);
+  xml_attr(&o, "frees", n.s.frees);
+  xml_attr(&o, "remote_frees", n.s.remote_frees);
+  xml_attr(&o, "live_bytes", n.s.live_bytes);
+  xml_attr(&o, "large_allocs", n.s.large_allocs);
+  xml_attr(&o, "large_frees", n.s.large_frees);
+  xml_attr(&o, "large_cached_bytes", n.s.large_cached_bytes);
+  xml_attr(&o, "superslabs_mapped", n.s.superslabs_mapped);
+  xml_attr(&o, "superslabs_purged", n.s.superslabs_purged);
+  xml_attr(&o, "superslabs_unmapped", n.s.superslabs_unmapped);
+  xml_attr(&o, "slabs", n.s.slabs);
+  xml_attr(&o, "mapped_bytes", n.s.mapped_bytes);
+  xml_attr(&o, "peak_rss_bytes", n.s.peak_rss_bytes);
   hak_out_str(&o, "/>\n</malloc>\n");
   hak_out_flush(&o);
   return 0;
@@ -541,21 +549,18 @@ int hak_stats_malloc_info(int options, FILE *f)
 /* glibc's malloc_stats lines with hakmem's numbers, then the report. */
 void hak_stats_malloc_stats(void)
 {
-  hak_init();
-  hak_stats_t s;
-  hak_class_stats_t cs[HAK_NUM_SIZES];
-  mallinfo_t m;
-  get_mallinfo(&m, &s, cs);
+  snapshot_t n;
+  take_snapshot(&n);
   hak_out_t o = { .fd = -1, .file = stderr };
   static const char *label[] = { "system bytes     = ", "in use bytes     = " };
   hak_out_str(&o, "Arena 0 (hakmem: SuperSlabs of all threads):\n");
-  hak_out_str(&o, label[0]); hak_out_u64(&o, m.arena, 10); hak_out_str(&o, "\n");
-  hak_out_str(&o, label[1]); hak_out_u64(&o, m.small_live_bytes, 10); hak_out_str(&o, "\n");
+  hak_out_str(&o, label[0]); hak_out_u64(&o, n.m.arena, 10); hak_out_str(&o, "\n");
+  hak_out_str(&o, label[1]); hak_out_u64(&o, n.m.small_live_bytes, 10); hak_out_str(&o, "\n");
   hak_out_str(&o, "Total (incl. mmap):\n");
-  hak_out_str(&o, label[0]); hak_out_u64(&o, s.mapped_bytes, 10); hak_out_str(&o, "\n");
-  hak_out_str(&o, label[1]); hak_out_u64(&o, m.small_live_bytes + s.large_live_bytes, 10); hak_out_str(&o, "\n");
-  hak_out_str(&o, "max mmap regions = "); hak_out_u64(&o, m.large_live, 10); hak_out_str(&o, "\n");
-  hak_out_str(&o, "max mmap bytes   = "); hak_out_u64(&o, m.large_mapped, 10); hak_out_str(&o, "\n");
+  hak_out_str(&o, label[0]); hak_out_u64(&o, n.s.mapped_bytes, 10); hak_out_str(&o, "\n");
+  hak_out_str(&o, label[1]); hak_out_u64(&o, n.m.small_live_bytes + n.s.large_live_bytes, 10); hak_out_str(&o, "\n");
+  hak_out_str(&o, "max mmap regions = "); hak_out_u64(&o, n.m.large_live, 10); hak_out_str(&o, "\n");
+  hak_out_str(&o, "max mmap bytes   = "); hak_out_u64(&o, n.m.large_mapped, 10); hak_out_str(&o, "\n");
   hak_out_flush(&o);
   hak_stats_print(stderr);
 }
