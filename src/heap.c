@@ -403,8 +403,7 @@ void *hak_heap_alloc_orphan(size_t cls)
   hak_heap_t *t = hak_heap_acquire();
   if (t == NULL) { errno = ENOMEM; return NULL; }
   hak_tls_heap = t;
-  void *p = hak_heap_pop(t, cls);
-  if (p == NULL) p = hak_heap_refill(t, cls);
+  void *p = hak_heap_get(t, cls);
   hak_tls_heap = &hak_heap_dead;
   hak_heap_abandon(t);
   return p;

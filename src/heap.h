@@ -48,4 +48,12 @@ static inline void *hak_heap_pop(hak_heap_t *h, size_t cls)
   return hak_slab_pop(h->cur[cls]);
 }
 
+/* A block of class cls from the live heap h, refilling if the pop misses;
+ * NULL (errno ENOMEM) if no memory.  Off the fast path. */
+static inline void *hak_heap_get(hak_heap_t *h, size_t cls)
+{
+  void *p = hak_heap_pop(h, cls);
+  return p != NULL ? p : hak_heap_refill(h, cls);
+}
+
 #endif /* HAKMEM_HEAP_H */

@@ -14,6 +14,18 @@ static inline hak_block_t *rs_ptr(uintptr_t v) { return (hak_block_t *)(v & HAK_
 static inline uintptr_t rs_state(uintptr_t v) { return v & HAK_RS_MASK; }
 static inline uint32_t rs_count(uintptr_t v) { return (uint32_t)(v >> HAK_RS_COUNT_SHIFT); }
 
+/* Push first..last (linked, last's link set here) on heap h's delayed list:
+ * any thread (MPSC; release: the blocks' words are visible to the owner's
+ * acquiring exchange, hak_remote_delayed_take). */
+static void delayed_push(hak_heap_t *h, hak_block_t *first, hak_block_t *last)
+{
+  hak_block_t *top = atomic_load_explicit(&h->delayed, memory_order_relaxed);
+  do {
+    hak_block_set_next(last, top);
+  } while (!atomic_compare_exchange_weak_explicit(&h->delayed, &top, first, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
 /* Push the n blocks first..last of s (validated by the caller, linked as a
  * free list; last's link is set here) from a thread that does not own s.
  * The caller holds the RCU read lock, or the blocks are its pending ones
@@ -42,12 +54,7 @@ static void remote_push(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *first, 
    * owner heap's delayed list so the owner finds the slab again.  The owner
    * cannot leave (abandon waits for DELAYED_FREEING to clear) and cannot free
    * the slab (it defers blocks whose slab is DELAYED_FREEING). */
-  hak_heap_t *owner = atomic_load_explicit(&ss->owner, memory_order_acquire);
-  hak_block_t *top = atomic_load_explicit(&owner->delayed, memory_order_relaxed);
-  do {
-    hak_block_set_next(last, top);
-  } while (!atomic_compare_exchange_weak_explicit(&owner->delayed, &top, first, memory_order_release,
-                                                  memory_order_relaxed));
+  delayed_push(atomic_load_explicit(&ss->owner, memory_order_acquire), first, last);
   /* Back to NORMAL; only this thread may change DELAYED_FREEING.  release:
    * the push above happens before the owner sees the state change. */
   old = atomic_load_explicit(head, memory_order_relaxed);
@@ -192,19 +199,14 @@ hak_block_t *hak_remote_delayed_take(hak_heap_t *h)
  * list, for the next take. */
 void hak_remote_delayed_putback(hak_heap_t *h, hak_block_t *first, hak_block_t *last)
 {
-  hak_block_t *top = atomic_load_explicit(&h->delayed, memory_order_relaxed);
-  do {
-    hak_block_set_next(last, top);
-  } while (!atomic_compare_exchange_weak_explicit(&h->delayed, &top, first, memory_order_release,
-                                                  memory_order_relaxed));
+  delayed_push(h, first, last);
 }
 
 /* Is a freer between the two steps of a delayed hand-over into s?  The
  * owner then must not free s's blocks it took from the delayed list. */
-bool hak_remote_handing_over(const hak_slab_t *s)
+bool hak_remote_handing_over(hak_slab_t *s)
 {
-  hak_superslab_t *ss = hak_ss_of(s);
-  uintptr_t st = atomic_load_explicit(&ss->remote_heads[s->unit].head, memory_order_acquire);
+  uintptr_t st = atomic_load_explicit(&hak_slab_remote(s)->head, memory_order_acquire);
   return rs_state(st) == HAK_RS_DELAYED_FREEING;
 }
 

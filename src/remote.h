@@ -38,7 +38,7 @@ bool hak_remote_mark_full(hak_slab_t *s);
 void hak_remote_set_state(hak_slab_t *s, uintptr_t state);
 hak_block_t *hak_remote_delayed_take(hak_heap_t *h);
 void hak_remote_delayed_putback(hak_heap_t *h, hak_block_t *first, hak_block_t *last);
-bool hak_remote_handing_over(const hak_slab_t *s);
+bool hak_remote_handing_over(hak_slab_t *s);
 void hak_remote_heap_reset(hak_heap_t *h);  /* a heap starts serving a thread */
 void hak_remote_after_fork_child(hak_slab_t *s);
 
