@@ -48,7 +48,10 @@ void *hak_malloc_generic(size_t n);
  * from a heap of its own for just that block. */
 static HAK_NOINLINE void *alloc_refill(hak_heap_t *h, size_t cls)
 {
-  if (HAK_LIKELY(h->state == HAK_HEAP_LIVE)) return hak_heap_refill(h, cls);
+  if (HAK_LIKELY(h->state == HAK_HEAP_LIVE)) {
+    if (HAK_UNLIKELY(h->heir_tag != 0)) h = hak_heap_inherit(h);
+    return hak_heap_refill(h, cls);
+  }
   if (h->state == HAK_HEAP_DEAD) return hak_heap_alloc_orphan(cls);
   hak_init();
   if (hak_init_recursing()) return hak_boot_alloc(hak_class_size[cls]);

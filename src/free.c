@@ -79,6 +79,7 @@ static HAK_NOINLINE void free_remote_checked(hak_heap_t *h, hak_superslab_t *ss,
   else if (hak_class_trailed(s->cls)) trailer_free_checked(h, s, p);
   /* Counted before the push: then the owner may reuse the slab. */
   if (HAK_UNLIKELY(hak_opt.stats)) count_free_remote(h, s->cls, s->owner_id);
+  hak_heap_count_heir(h);
   if (h->state == HAK_HEAP_LIVE) hak_remote_defer(h, s, (hak_block_t *)p);
   else hak_remote_free(ss, s, (hak_block_t *)p);
 }
@@ -135,6 +136,7 @@ static inline void free_remote(hak_heap_t *h, void *p)
     return;
   }
   size_t c = s->cls;
+  hak_heap_count_heir(h);
   /* Transfer-cache and trailed classes, out of line: this path stays tail
    * calls. */
   if (HAK_UNLIKELY(c - HAK_XFER_FIRST < HAK_NUM_SIZES - HAK_XFER_FIRST)) {
@@ -187,6 +189,10 @@ HAK_NOINLINE void hak_free_generic(hak_heap_t *h, void *p)
   uintptr_t tag = hak_map_get(p);
   if (tag == h->tag) { free_local(h, p); return; }
   if (tag == 0) { free_foreign(h, p); return; }
+  if (HAK_UNLIKELY(tag == h->heir_tag)) {  /* the heap this thread wanted (heap.c) */
+    h = hak_heap_inherit(h);
+    if (tag == h->tag) { free_local(h, p); return; }
+  }
   if (HAK_UNLIKELY(h->state == HAK_HEAP_UNSTARTED)) {
     hak_init();
     if (!hak_init_recursing()) h = hak_heap_thread_get(h, tag);

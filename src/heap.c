@@ -43,6 +43,11 @@ static pthread_key_t heap_key;
 #define ABANDON_SWEEP 2     /* abandoned SuperSlabs an exiting thread looks at */
 #define ADOPT_PER_REFILL 4  /* abandoned SuperSlabs one refill may adopt */
 #define ABANDON_KEEP_DIRTY ((size_t)8 << 20)  /* free pages an exiting heap may leave */
+/* hak_heap_inherit: how long a thread may take the heap it wanted, and how
+ * many remote frees it makes first (a thread that frees a few blocks and
+ * exits, as in a thread-per-task server, is not worth the move). */
+#define HEIR_WINDOW_MS 1000
+#define HEIR_MIN_FREES 4096
 
 hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&all_heaps, memory_order_acquire); }
 
@@ -80,6 +85,8 @@ static void park_unlink(hak_heap_t *h)
   if (h->park_next) h->park_next->park_prev = h->park_prev;
   else park_oldest = h->park_prev;
   h->park_prev = h->park_next = NULL;
+  atomic_store_explicit(&h->parked, 0, memory_order_relaxed);
+  atomic_store_explicit(&h->claimed, 0, memory_order_relaxed);
   atomic_store_explicit(&park_count, atomic_load_explicit(&park_count, memory_order_relaxed) - 1,
                         memory_order_relaxed);
 }
@@ -92,6 +99,7 @@ static void park_push(hak_heap_t *h)
   if (park_newest) park_newest->park_prev = h;
   else park_oldest = h;
   park_newest = h;
+  atomic_store_explicit(&h->parked, 1, memory_order_relaxed);
   atomic_store_explicit(&park_count, atomic_load_explicit(&park_count, memory_order_relaxed) + 1,
                         memory_order_relaxed);
   pthread_mutex_unlock(&park_lock);
@@ -112,9 +120,22 @@ static hak_heap_t *park_take(hak_heap_t *want)
   if (atomic_load_explicit(&park_count, memory_order_relaxed) == 0) return NULL;
   pthread_mutex_lock(&park_lock);
   hak_heap_t *h = want != NULL && want == park_newest ? want : park_oldest;
+  /* Not one an heir waits for (hak_heap_inherit). */
+  while (h != NULL && h != want && atomic_load_explicit(&h->claimed, memory_order_relaxed)) h = h->park_prev;
   if (h != NULL) park_unlink(h);
   pthread_mutex_unlock(&park_lock);
   return h;
+}
+
+/* h, off the list, if it is parked; else NULL. */
+static hak_heap_t *park_take_exact(hak_heap_t *h)
+{
+  if (!atomic_load_explicit(&h->parked, memory_order_relaxed)) return NULL;
+  pthread_mutex_lock(&park_lock);
+  bool parked = atomic_load_explicit(&h->parked, memory_order_relaxed);
+  if (parked) park_unlink(h);
+  pthread_mutex_unlock(&park_lock);
+  return parked ? h : NULL;
 }
 
 /* The oldest parked heap if it is due (parked for the purge delay, too many
@@ -132,14 +153,14 @@ static hak_heap_t *park_take_due(uint64_t now, bool all)
   return h;
 }
 
-static void heap_give_up(hak_heap_t *h);
+static void heap_give_up(hak_heap_t *h, hak_heap_t *heir);
 
 /* Abandon the parked heaps that are due (see park_take_due). */
 static void park_expire(uint64_t now, bool all)
 {
   for (hak_heap_t *p; (p = park_take_due(now, all)) != NULL;) {
     p->state = HAK_HEAP_LIVE;  /* ours now: torn down as its owner would */
-    heap_give_up(p);
+    heap_give_up(p, NULL);
     hak_handoff_push(&pool, &p->pool_link);
   }
 }
@@ -208,6 +229,17 @@ static void heap_sweep_abandoned(hak_heap_t *h)
 
 /* --------------------------------------------------------- maintenance */
 
+/* h's thread no longer waits to inherit (hak_heap_inherit): the heap it
+ * wanted is anyone's again.  A stale tag names a heap all the same (heaps
+ * are never unmapped), at worst one that nobody waits for: the flag is a
+ * hint. */
+static void heir_forgo(hak_heap_t *h)
+{
+  hak_heap_t *want = (hak_heap_t *)(h->heir_tag & ~HAK_TAG_KIND);
+  h->heir_tag = 0;
+  atomic_store_explicit(&want->claimed, 0, memory_order_relaxed);
+}
+
 /* Now and then (at most every purge delay), take the remote frees waiting on
  * every partial slab that they would empty, so a slab whose blocks were all
  * freed by other threads goes back even if this thread never allocates its
@@ -218,6 +250,7 @@ static void heap_maintain(hak_heap_t *h)
   uint64_t now = hak_os_now_ms();
   if (now - h->maintained_ms < hak_opt.purge_delay_ms) return;
   h->maintained_ms = now;
+  if (h->heir_tag != 0 && now - h->heir_ms > HEIR_WINDOW_MS) heir_forgo(h);
   hak_tcache_relax(h);
   hak_xfer_drain(now, false);  /* classes unused for a purge delay */
   park_expire(now, false);
@@ -315,6 +348,7 @@ static void heap_reset(hak_heap_t *h)
   hak_tcache_reset(h);
   h->tag = (uintptr_t)h | HAK_TAG_SS;
   h->maintained_ms = 0;
+  h->heir_tag = 0;
   hak_ss_heap_reset(h);
   hak_remote_heap_reset(h);
 }
@@ -345,6 +379,7 @@ static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
   hak_heap_t *p = warm ? park_take(want) : NULL;
   if (p != NULL) {
     hak_stats_heap_start(p);
+    p->heir_tag = 0;
     p->state = HAK_HEAP_LIVE;
     return p;
   }
@@ -359,9 +394,10 @@ static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
 
 hak_heap_t *hak_heap_acquire(void) { return heap_acquire(false, NULL); }
 
-hak_heap_t *hak_heap_thread_start(hak_heap_t *want)
+/* hak_heap_thread_start, warm: a parked heap if there is one. */
+static hak_heap_t *thread_start(bool warm, hak_heap_t *want)
 {
-  hak_heap_t *h = heap_acquire(true, want);
+  hak_heap_t *h = heap_acquire(warm, want);
   if (h == NULL) return NULL;
   hak_tls_heap = h;                      /* before setspecific, which may allocate */
   if (pthread_setspecific(heap_key, h) != 0) {  /* runs heap_thread_exit at thread exit */
@@ -374,6 +410,8 @@ hak_heap_t *hak_heap_thread_start(hak_heap_t *want)
   }
   return h;
 }
+
+hak_heap_t *hak_heap_thread_start(hak_heap_t *want) { return thread_start(true, want); }
 
 /* The calling thread's heap, made live if the thread has none yet: a thread
  * whose first call is a free (a consumer that only frees) gets a heap, so
@@ -394,8 +432,47 @@ hak_heap_t *hak_heap_thread_get(hak_heap_t *h, uintptr_t tag)
   /* A heap's address (heaps never unmap, so a stale tag names memory that
    * is still a heap; park_take checks it is parked, under the lock). */
   hak_heap_t *want = (tag & HAK_TAG_KIND) == HAK_TAG_SS ? (hak_heap_t *)(tag & ~HAK_TAG_KIND) : NULL;
-  hak_heap_t *n = hak_heap_thread_start(want);
-  return n != NULL ? n : h;
+  /* A live owner (not parked yet): an empty heap to wait with, which is
+   * cheap to fold into the wanted one (see hak_heap_inherit). */
+  bool heir = want != NULL && hak_opt.parked_heaps != 0 && !atomic_load_explicit(&want->parked, memory_order_relaxed);
+  hak_heap_t *n = thread_start(true, want);
+  if (n == NULL) return h;
+  if (heir) {
+    n->heir_tag = tag;
+    n->heir_frees = 0;
+    n->heir_ms = hak_os_now_ms();
+    atomic_store_explicit(&want->claimed, 1, memory_order_relaxed);
+  }
+  return n;
+}
+
+/* A thread that started by freeing the blocks of a thread that had not yet
+ * exited (a successor created by a thread that returns right after,
+ * unjoined: bench/larson, a server's connection handed to a new thread)
+ * would free those blocks remotely for its whole life, and so would its
+ * own successors.  So it starts with an empty heap, and when the heap it
+ * wanted (heir_tag) is parked at last, within HEIR_WINDOW_MS of the
+ * thread's start, the thread takes it, and the SuperSlabs of the heap it
+ * had (what it allocated meanwhile) go to it: the heap follows the blocks.
+ * Called on the slow paths that see heir_tag (a free that took the
+ * registry, a refill).  Returns the calling thread's heap, h or the
+ * inherited one. */
+hak_heap_t *hak_heap_inherit(hak_heap_t *h)
+{
+  if (h->heir_frees < HEIR_MIN_FREES) return h;
+  hak_heap_t *n = park_take_exact((hak_heap_t *)(h->heir_tag & ~HAK_TAG_KIND));
+  if (n == NULL) return h;
+  h->heir_tag = 0;
+  hak_stats_heap_start(n);
+  n->heir_tag = 0;
+  n->state = HAK_HEAP_LIVE;
+  hak_tls_heap = n;
+  (void)pthread_setspecific(heap_key, n);  /* the key holds a value: no allocation, cannot fail */
+  /* What the thread allocated meanwhile comes along: its blocks are freed
+   * locally too. */
+  heap_give_up(h, n);
+  hak_handoff_push(&pool, &h->pool_link);
+  return n;
 }
 
 void *hak_heap_alloc_orphan(size_t cls)
@@ -414,14 +491,16 @@ void *hak_heap_alloc_orphan(size_t cls)
   for (unsigned u_ = 0; u_ < HAK_UNITS; u_ += (ss)->slabs[u_].span)      \
     if (((ss)->free_units & (1u << u_)) == 0 && ((s) = &(ss)->slabs[u_]))
 
-/* Thread exit: hand everything this heap owns to the living threads.
+/* Thread exit: hand everything this heap owns to the living threads, or
+ * to the one live heap `heir` (the calling thread's: hak_heap_inherit).
  * 1. No remote freer may touch this heap any more: every slab's state goes
  *    to NEVER_DELAYED (waiting out hand-overs in flight).
  * 2. Blocks already handed over through `delayed` go back to their slabs.
  * 3. Remote stacks are drained; empty slabs and SuperSlabs are released.
- * 4. SuperSlabs still holding live blocks are abandoned on the ck stack.
- * 5. Counters are folded into the totals and the heap goes to the pool. */
-static void heap_give_up(hak_heap_t *h)
+ * 4. SuperSlabs still holding live blocks are abandoned on the ck stack,
+ *    or adopted by the heir at once.
+ * 5. Counters are folded into the totals; the caller pools the heap. */
+static void heap_give_up(hak_heap_t *h, hak_heap_t *heir)
 {
   hak_slab_t *s;
   hak_tcache_flush_all(h);
@@ -458,6 +537,10 @@ static void heap_give_up(hak_heap_t *h)
   for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
     next = ss->next;
     hak_ss_unlink(h, ss);
+    if (heir != NULL) {
+      heap_adopt(heir, ss);
+      continue;
+    }
     /* Order: the tag changes before the SuperSlab is visible on the stack,
      * so an adopter's tag is never overwritten by ours. */
     atomic_store_explicit(&ss->owner, NULL, memory_order_relaxed);
@@ -469,7 +552,7 @@ static void heap_give_up(hak_heap_t *h)
 
 void hak_heap_abandon(hak_heap_t *h)
 {
-  heap_give_up(h);
+  heap_give_up(h, NULL);
   hak_gcount(&hak_gstats.heaps_abandoned, 1);
   hak_handoff_push(&pool, &h->pool_link);
 }
@@ -512,6 +595,7 @@ static void heap_thread_exit(void *arg)
 {
   hak_heap_t *h = arg;
   if (h == NULL || h != hak_tls_heap || h->state != HAK_HEAP_LIVE) return;
+  if (h->heir_tag != 0) heir_forgo(h);
   hak_tls_heap = &hak_heap_dead;
   if (hak_opt.parked_heaps != 0) heap_park(h);
   else hak_heap_abandon(h);

@@ -25,6 +25,14 @@ void *hak_heap_alloc_orphan(size_t cls);
  * (registry.h): the heap parked last if it owns the block, else as
  * hak_heap_thread_start; h itself if none can be had. */
 hak_heap_t *hak_heap_thread_get(hak_heap_t *h, uintptr_t tag);
+/* The live heap h of a thread that wanted another at its start (h->heir_tag
+ * != 0): that heap if it is parked now (h parked in its place), else h. */
+hak_heap_t *hak_heap_inherit(hak_heap_t *h);
+/* A remote free by a thread that waits to inherit: counted (heap.c). */
+static inline void hak_heap_count_heir(hak_heap_t *h)
+{
+  if (HAK_UNLIKELY(h->heir_tag != 0)) h->heir_frees++;
+}
 hak_heap_t *hak_heap_acquire(void);       /* an empty heap, live, not the thread's */
 void  hak_heap_abandon(hak_heap_t *h);    /* hand everything h owns to the living threads */
 /* Give back what h caches (thread cache, pending frees, empty slabs, free

@@ -249,7 +249,8 @@ typedef struct hak_pend {
  * Each field is written by one module (through its functions, the inline
  * ones of its header included):
  *   heap        cur, tag, state, maintained_ms, pool_link, all_next,
- *               park_prev, park_next, parked_ms
+ *               park_prev, park_next, parked_ms, parked, claimed, heir_tag,
+ *               heir_ms; heir_frees (through heap.h's inline functions)
  *   tcache      tcache, tcache_room, tcache_grown
  *   partial     partial
  *   superslab   owned, ss_list, ss_tail, unused_ss, dirty_units, swept_ms, color
@@ -309,6 +310,19 @@ struct hak_heap {
   struct hak_heap *all_next;                /* list of every heap ever made */
   struct hak_heap *park_prev, *park_next;   /* on the parked list (heap.c), under its lock */
   uint64_t parked_ms;                       /* when its thread exited and it was parked */
+  /* The heap this thread wanted at its start and could not have yet (see
+   * hak_heap_inherit): its tag, or 0; and when the thread started. */
+  uintptr_t heir_tag;
+  uint64_t heir_ms;
+  uint32_t heir_frees;                      /* remote frees since */
+  /* 1 while on the parked list (written under the list's lock; any thread
+   * reads it, relaxed, as a hint before it takes the lock). */
+  _Atomic(uint8_t) parked;
+  /* 1 while a thread waits to inherit this heap (set by that thread,
+   * cleared by whoever takes the heap off the parked list, under its lock,
+   * or by that thread when it gives up waiting): a new thread takes another
+   * parked heap.  Relaxed: a hint for park_take, which holds the lock. */
+  _Atomic(uint8_t) claimed;
   /* Blocks freed by other threads into this heap's full slabs (MPSC stack:
    * remote freers push with CAS, the owner takes all with one exchange). */
   _Alignas(HAK_CACHE_LINE) _Atomic(hak_block_t *) delayed;

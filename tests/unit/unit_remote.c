@@ -404,6 +404,64 @@ static void test_heir_newest(void) {
   free(by);
 }
 
+/* A successor created by a thread that returns right after, unjoined (as in
+ * larson): its first free names its creator's heap while the creator still
+ * runs, so it cannot take that heap then.  Once the creator has exited, the
+ * successor takes the creator's heap, and its frees of the creator's blocks
+ * are local from then on instead of remote for its whole life. */
+enum { SUCC_N = 16384 };
+struct succ_job {
+  void **b;
+  size_t size;
+  pthread_t creator;
+  sem_t first_freed, done;
+  hak_stats_t s0, s1;
+  bool failed;
+};
+
+static void *succ_thread(void *arg) {
+  struct succ_job *j = arg;
+  j->s0 = ts_stats_now();
+  hak_free(j->b[0]); /* the creator is still running */
+  sem_post(&j->first_freed);
+  pthread_join(j->creator, NULL); /* its heap is parked now */
+  for (size_t i = 1; i < SUCC_N; i++) hak_free(j->b[i]);
+  j->s1 = ts_stats_now();
+  sem_post(&j->done);
+  return NULL;
+}
+
+static void *succ_creator(void *arg) {
+  struct succ_job *j = arg;
+  for (size_t i = 0; i < SUCC_N; i++) {
+    j->b[i] = hak_malloc(j->size);
+    if (j->b[i] == NULL) j->failed = true;
+  }
+  pthread_t t;
+  if (j->failed || pthread_create(&t, NULL, succ_thread, j) != 0) abort();
+  sem_wait(&j->first_freed);
+  pthread_detach(t);
+  return NULL;
+}
+
+static void test_successor_inherits(void) {
+  ts_check_begin("a successor that starts before its creator exits takes the creator's heap");
+  hak_collect();
+  struct succ_job j = {.size = 96};
+  j.b = malloc(SUCC_N * sizeof(void *));
+  REQUIRE(j.b != NULL, "test's own malloc failed");
+  REQUIRE(sem_init(&j.first_freed, 0, 0) == 0 && sem_init(&j.done, 0, 0) == 0, "sem_init");
+  REQUIRE(pthread_create(&j.creator, NULL, succ_creator, &j) == 0, "pthread_create");
+  sem_wait(&j.done); /* the successor joined the creator and is detached */
+  uint64_t remote = j.s1.remote_frees - j.s0.remote_frees;
+  CHECK(remote < SUCC_N / 2, "%llu of %d frees of the exited creator's blocks were remote",
+        (unsigned long long)remote, SUCC_N);
+  printf("   successor: %llu of %d frees remote\n", (unsigned long long)remote, SUCC_N);
+  sem_destroy(&j.first_freed);
+  sem_destroy(&j.done);
+  free(j.b);
+}
+
 /* ------------------------------------------------------------------ */
 /* 3. Ping-pong: each thread allocates, the other checks and frees. */
 
@@ -491,12 +549,17 @@ static void *pp_receiver(void *arg) {
 }
 
 /* One thread per side does both jobs: it allocates for the peer and frees
- * what the peer sends, so each side owns blocks and frees foreign ones. */
+ * what the peer sends, so each side owns blocks and frees foreign ones.
+ * Neither side exits before both receivers are done: a receiver may take
+ * over the heap of a sender that exited (hak_heap_inherit), and its frees
+ * are then no longer remote. */
+static pthread_barrier_t pp_done;
 static void *pp_thread(void *arg) {
   pthread_t r;
   if (pthread_create(&r, NULL, pp_receiver, arg) != 0) abort();
   pp_sender(arg);
   pthread_join(r, NULL);
+  pthread_barrier_wait(&pp_done);
   return NULL;
 }
 
@@ -508,10 +571,12 @@ static void test_ping_pong(void) {
   struct pp_side b = {&ba, &ab, 67890u, 0, 0, 0, false};
   hak_stats_t s0 = ts_stats_now();
   pthread_t ta, tb;
+  REQUIRE(pthread_barrier_init(&pp_done, NULL, 2) == 0, "pthread_barrier_init");
   REQUIRE(pthread_create(&ta, NULL, pp_thread, &a) == 0, "pthread_create");
   REQUIRE(pthread_create(&tb, NULL, pp_thread, &b) == 0, "pthread_create");
   pthread_join(ta, NULL);
   pthread_join(tb, NULL);
+  pthread_barrier_destroy(&pp_done);
   hak_stats_t s1 = ts_stats_now();
   CHECK(!a.alloc_failed && !b.alloc_failed, "an allocation failed");
   CHECK(a.sent == PP_BLOCKS && b.sent == PP_BLOCKS, "sent %zu and %zu", a.sent, b.sent);
@@ -664,6 +729,7 @@ int main(void) {
   test_owner_gone();
   test_heir();
   test_heir_newest();
+  test_successor_inherits();
   test_ping_pong();
   test_realloc_first_call();
   return ts_check_finish("unit_remote");
