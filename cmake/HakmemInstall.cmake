@@ -9,7 +9,7 @@
 #     LIBDIR/pkgconfig/hakmem-api.pc       -lhakmem_api + liburcu-bp, ck, pthread, dl
 #     LIBDIR/cmake/hakmem/                 find_package(hakmem): hakmem::hakmem, hakmem::hakmem_api
 #     bin/hakmem                           the launcher: hakmem [--stats] -- COMMAND
-#     share/doc/hakmem/                    LICENSE, README.md
+#     share/doc/hakmem/                    LICENSE, README.md, docs/*.md
 #   cpack -G DEB (or `cmake --build build --target package`)
 #     the same files under /usr, as build/hakmem_<version>_<arch>.deb.
 #
@@ -53,6 +53,8 @@ install(FILES ${PROJECT_SOURCE_DIR}/include/hakmem.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/README.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs
+  FILES_MATCHING PATTERN "*.md")
 
 # --- CMake package: find_package(hakmem [0.3] [COMPONENTS shared api]) -------
 

@@ -79,7 +79,7 @@ size_t hak_stats_get_classes(hak_class_stats_t *out, size_t n);
 /* Prints the counters on f: the one-line summary of HAKMEM_STATS=1, then the
  * per-class table, large blocks, SuperSlabs, peak RSS and, with
  * HAKMEM_STATS=2, the remote-free matrix (the report HAKMEM_STATS=2 prints
- * at exit; README, "Statistics"). */
+ * at exit; docs/statistics.md). */
 void hak_stats_print(FILE *f);
 
 /* Return what this thread's heap caches and every retired mapping to the OS

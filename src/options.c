@@ -25,13 +25,13 @@
   X(stats, "HAKMEM_STATS", "", 0, 0, 0, 2,                                                                 \
     "`1`: count blocks per thread (exact totals, exited threads included) and at exit print "             \
     "`hakmem: allocs=N frees=N remote_frees=N live_bytes=N ...` on stderr; `2`: also the per-class "      \
-    "table, SuperSlab and large-block counters, peak RSS and the remote-free matrix (see Statistics). "   \
+    "table, SuperSlab and large-block counters, peak RSS and the remote-free matrix (docs/statistics.md). "\
     "At `0` the block counts of `hak_stats_get` stay 0 (mapping counters are always kept): counting "     \
     "costs two counter updates per malloc+free")                                                          \
   X(verbose, "HAKMEM_VERBOSE", "", 0, 0, 0, 2,                                                             \
     "`1`: print the options in force at start-up on stderr, one line each; `2`: print this table")        \
   X(secure, "HAKMEM_SECURE", "", 0, 0, 0, 1,                                                               \
-    "`1`: the misuse checks that cost (see Misuse detection): small blocks get a checked trailer and "    \
+    "`1`: the misuse checks that cost (docs/hardening.md): small blocks get a checked trailer and "      \
     "are zeroed when freed and checked zero when reused; freed large mappings become inaccessible and "   \
     "reused ones are zeroed, without huge pages")                                                         \
   X(purge_delay_ms, "HAKMEM_PURGE_DELAY_MS", "ms", 0, 50, 0, 3600000,                                      \
