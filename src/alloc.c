@@ -63,8 +63,8 @@ static HAK_NOINLINE void *alloc_refill(hak_heap_t *h, size_t cls)
 /* The whole of a small malloc: one compare, a table lookup to the class (no
  * branch between small and medium sizes), then the pop.  Inline here so
  * that the exported malloc (preload.c) is this code, not a jump to
- * hak_malloc: without the jump bignum and churn at 1 thread ran 2.3% and
- * 1.7% faster (pinned, 7 interleaved runs), 2 instructions a pair fewer. */
+ * hak_malloc: the jump cost time and instructions on every pair
+ * (bench/results/history.md). */
 static inline void *hak_malloc_inline(size_t n)
 {
   if (HAK_LIKELY(n < hak_fast_limit)) {

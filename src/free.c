@@ -100,9 +100,9 @@ static inline void free_remote_keep(hak_heap_t *h, hak_slab_t *s, hak_block_t *b
  * common path).  A trailed block (never thread-cached: its class is above
  * HAK_TCACHE_BYTES) has its trailer checked.  A transfer-cache block
  * (xfer.c) goes to the transfer cache first, where any thread's malloc of
- * the class finds it, before this thread's cache and the owner's slab
- * (prototypes, bench/turnover at 16 threads: 24.3 -> 16.4 MiB peak RSS with
- * this order, 22.5 -> 21.3 MiB with the thread cache first). */
+ * the class finds it, before this thread's cache and the owner's slab:
+ * in this order the blocks reach the next thread that needs the class
+ * soonest, and peak RSS stays lowest (bench/results/history.md). */
 static HAK_NOINLINE void free_remote_xfer_trailed(hak_heap_t *h, hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b, size_t c)
 {
   if (hak_class_trailed(c)) {
@@ -118,13 +118,12 @@ static HAK_NOINLINE void free_remote_xfer_trailed(hak_heap_t *h, hak_superslab_t
  * pending frees pin (pend_key).  A thread that allocates the class keeps
  * the block in its thread cache while its cache has room: its next malloc of
  * the class gets the block it just freed, still in its CPU's cache, where
- * the block's owner would get it cold (bench/turnover, where nearly every
- * free is of another thread's block: 10.6 -> 16.2 M ops/s at 4 threads,
- * 7.9 -> 11.1 M at 16, medians of 5).  Else the free is held back
- * for its owner (hak_remote_defer).  Only below the class's base bound:
- * a grown cache (hak_tcache_overflow) that also held 256 blocks of other
- * heaps kept them from their slabs' owners (larson at 4 threads: 181 ->
- * 151 M ops/s).  Only tail calls: no registers to save. */
+ * the block's owner would get it cold (programs where nearly every free
+ * is of another thread's block, like bench/turnover.c, gain most).  Else
+ * the free is held back for its owner (hak_remote_defer).  Only below the
+ * class's base bound: a grown cache (hak_tcache_overflow) holding up to
+ * 256 blocks of other heaps would keep them from their slabs' owners,
+ * which then carve fresh memory.  Only tail calls: no registers to save. */
 static inline void free_remote(hak_heap_t *h, void *p)
 {
   hak_superslab_t *ss = hak_ss_of(p);

@@ -58,8 +58,8 @@ hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&all_heaps, memory
  * whole.  A thread pool that retires and respawns its workers, or a server
  * that spawns a thread per task, then costs no adoption, no fresh slab per
  * size class and no page faults on purged memory per thread (abandoning
- * spread the blocks of a 2-thread turnover run over 4x the SuperSlabs and
- * refaulted most of their pages).  Parking gives back what abandoning did:
+ * spreads the blocks of such threads over many more SuperSlabs and
+ * refaults their pages).  Parking gives back what abandoning did:
  * remote frees are collected, empty slabs and SuperSlabs released, free pages
  * purged (ABANDON_KEEP_DIRTY kept).  While parked, remote freers go on as if
  * the thread were alive (remote stacks; the delayed list of full slabs, which
@@ -109,12 +109,12 @@ static void park_push(hak_heap_t *h)
  * parked last (the heap that owns the block the thread freed first, see
  * hak_heap_thread_get), else the heap parked longest: first in, first out,
  * so that with many threads exiting and starting none waits until it
- * expires (taking the newest first, a 16-thread turnover run abandoned most
- * heaps as expired and mapped 4x the SuperSlabs).  `want` only if newest:
- * a successor frees its predecessor's blocks right after the predecessor
- * parked; taking any parked heap a first free named (bench/turnover, where
- * that block is anyone's) held the older heaps back longer and raised
- * turnover's peak RSS 5-8% at 4 and 8 threads, this 3-5%. */
+ * expires (taking the newest first lets the oldest expire and be abandoned,
+ * and more SuperSlabs get mapped).  `want` only if newest: a successor
+ * frees its predecessor's blocks right after the predecessor parked;
+ * taking any parked heap a first free named (where that block may be
+ * anyone's, as in bench/turnover.c) holds the older heaps back longer and
+ * raises peak RSS. */
 static hak_heap_t *park_take(hak_heap_t *want)
 {
   if (atomic_load_explicit(&park_count, memory_order_relaxed) == 0) return NULL;
@@ -297,12 +297,11 @@ void *hak_heap_refill(hak_heap_t *h, size_t cls)
     if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_partial_drain_delayed(h);
     if (s != &hak_slab_sentinel) {
       /* Free blocks of the partial slabs before fresh pages: a current slab
-       * that could still carve goes behind them (turnover at 16 threads
-       * 23.9 -> 22.3 MiB peak RSS, larson 105.5 -> 101.0; no cost in time).
+       * that could still carve goes behind them: fresh pages only when no
+       * freed block is left, which keeps peak RSS down at no cost in time.
        * Full slabs that other threads freed into are partial ones too,
-       * taken from the delayed list just above (pcqueue at 16 pairs, where
-       * the producers' blocks all come back by remote frees, 18.2 -> 16.4
-       * MiB). */
+       * taken from the delayed list just above (a producer's blocks all
+       * come back by remote frees). */
       if (h->partial[cls] != NULL && s->capacity < s->reserved) {
         hak_partial_push(h, s);
         h->cur[cls] = &hak_slab_sentinel;
@@ -421,9 +420,8 @@ hak_heap_t *hak_heap_thread_start(hak_heap_t *want) { return thread_start(true, 
  * thread takes that one (park_take), so a thread that carries on with the
  * blocks of the thread that created it and exited (a server's connection
  * handed to a new thread; bench/larson) frees them into its own heap rather
- * than, having got another parked heap, into that heap's slabs remotely:
- * larson at 4 threads on 2 cores crossed heaps so in about one thread start
- * in ten (150,000 remote frees in 2 s against 40,000 now).  Returns h
+ * than, having got another parked heap, into that heap's slabs remotely
+ * (with many threads on few cores that happens often).  Returns h
  * itself when it cannot (after teardown, or ENOMEM).  The caller has
  * initialised hakmem and is not recursing into it. */
 hak_heap_t *hak_heap_thread_get(hak_heap_t *h, uintptr_t tag)

@@ -46,18 +46,17 @@
  * in place it extends the guard's VMA and opens its front part; a move
  * remaps each run to the new mapping.
  *
- * What makes big blocks fast is not touching fresh memory: on these VMs a
- * 4 KiB page fault costs about 15 us, so a fresh 16 MiB buffer costs 60 ms
- * of faults before the program writes a byte.  Hence:
+ * What makes big blocks fast is not touching fresh memory: every 4 KiB
+ * page fault costs microseconds, so a fresh 16 MiB buffer costs 4096 faults
+ * before the program writes a byte.  Hence:
  *  - Huge pages: the block area past the first 2 MiB region is advised
  *    MADV_HUGEPAGE, so one fault maps 2 MiB (the first region, which holds
  *    the header, keeps 4 KiB pages).  Purges never split a huge page (see
  *    large_region_floor): a split region faults 4 KiB at a time for good.
- *  - Fresh pages cost far more than reused ones here: in buffers mode of
- *    bench/large, the kernel's zeroing of new huge pages took 45% of the
- *    time for 2.2 MiB per allocation, memset of reused ones 12% for 11.6
- *    MiB.  So a mapping is reused, and only the pages beyond what its
- *    next block needs (more than an eighth of that block) go back.
+ *  - Fresh pages cost far more than reused ones: the kernel zeroes every
+ *    new page, and a reused page is only written.  So a mapping is
+ *    reused, and only the pages beyond what its next block needs (more
+ *    than an eighth of that block) go back.
  *  - A cache of freed mappings, once warm (CACHE_SLOTS slots; committed pages at most
  *    hak_opt.large_cache bytes, and above a quarter of that at most half
  *    the large bytes still live; beyond that a mapping is cached as address
@@ -207,9 +206,7 @@ static void large_hugepage(hak_large_t *l, size_t from, size_t to)
  * first 2 MiB region (normal pages), its 2 MiB region beyond (huge-page
  * advised: a touch commits the whole region).  Purges start and end on
  * these units: purging part of a huge page splits it, and every later
- * fault in its region is then a 4 KiB one (buffers mode of bench/large:
- * 92 faults per step before, 26 after; at ~15 us a fault on these VMs,
- * that was most of the step). */
+ * fault in its region is then a 4 KiB one, 512 where one would do. */
 static inline size_t large_region_floor(size_t x)
 {
   return x < HAK_SS_SIZE ? x & ~(HAK_PAGE_SIZE - 1) : x & ~(HAK_SS_SIZE - 1);
@@ -562,10 +559,8 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   /* A reused mapping may hold dirty pages below this block (a larger block
    * used it before).  They go back once they exceed an eighth of the block
    * (whole units: a huge page under the block's start stays), so a live
-   * block holds at most 1/8 more than its size plus 2 MiB.  Keeping up to
-   * the block's size (before) saved few faults and cost RSS: buffers mode
-   * of bench/large peaked at 397 MiB (1 thread), 367 MiB with this, where
-   * the live bytes peak at 352 MiB. */
+   * block holds at most 1/8 more than its size plus 2 MiB.  Keeping more
+   * saves few faults and costs RSS (bench/results/history.md). */
   size_t below = off - sizeof(uintptr_t);  /* the canary word */
   if (l->dirty_from < below && below - l->dirty_from > l->usable / 8) large_purge_below(l, below);
   ((uintptr_t *)l->user)[-1] = hak_canary_word(l->user);

@@ -43,8 +43,8 @@ static inline void hak_slab_push(hak_heap_t *h, hak_slab_t *s, hak_block_t *b)
   uint32_t used = --s->used;
   unsigned st = s->state;
   /* One rarely taken branch, computed without branches: whether the slab
-   * is the current one varies from free to free (a free of a random block
-   * mispredicted 0.3 times per larson step on "state != CUR" alone). */
+   * is the current one varies from free to free, so a branch on
+   * "state != CUR" alone mispredicts often on frees of random blocks. */
   if (HAK_UNLIKELY((st == HAK_SLAB_FULL) | ((used == 0) & (st != HAK_SLAB_CUR)))) hak_slab_push_slow(h, s);
 }
 

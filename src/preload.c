@@ -52,7 +52,7 @@ HAK_EXPORT int malloc_trim(size_t pad)
 }
 
 /* glibc's heap inspection: hakmem's numbers in glibc's formats (meaning of
- * each field: stats.c, hak_stats_mallinfo2; README, "Statistics"). */
+ * each field: stats.c, hak_stats_mallinfo2; docs/statistics.md). */
 HAK_EXPORT struct mallinfo2 mallinfo2(void)
 {
   struct mallinfo2 m;

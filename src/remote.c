@@ -77,8 +77,7 @@ void hak_remote_free(hak_superslab_t *ss, hak_slab_t *s, hak_block_t *b)
  * slab, it holds HAK_REMOTE_BATCH blocks or 4 KiB (hak_class_batch), or
  * the thread next refills, collects or exits (hak_remote_flush).  A thread
  * that only frees and then idles holds at most HAK_PEND_SLOTS runs of 4 KiB
- * (128 KiB; HAK_PEND_SLOTS runs of 16 KiB before, bench/prodcons at 16
- * pairs peaked 25% higher: size_class.c).  While
+ * (128 KiB; why the limit is in bytes: size_class.c).  While
  * pending, the blocks count as used in their slab, so neither the slab nor
  * its SuperSlab can be released: a flush needs no RCU section, and a free
  * into the SuperSlab of the latest run finds it without the registry
@@ -130,8 +129,8 @@ uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state)
    * it, a cache miss per block, each last written by another core.  When
    * these were the last blocks out, the slab is empty: it goes back to
    * uncarved (every block free, none on a list) instead of linking three
-   * lists (the walk was 10% of a thread-turnover run, in the sweeps of
-   * heap_maintain and thread exit). */
+   * lists (a walk per collect dominated the sweeps of heap_maintain and
+   * thread exit where threads come and go). */
   if (n == s->used && s->free != NULL && s->rfree != NULL) {
     s->free = s->rfree = NULL;
     s->capacity = 0;

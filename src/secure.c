@@ -1,5 +1,5 @@
 /* HAKMEM_SECURE=1: the checks that cost too much to be on by default
- * (README, "Misuse detection").  Large blocks get theirs in large.c (cached
+ * (docs/hardening.md).  Large blocks get theirs in large.c (cached
  * mappings inaccessible, reused blocks zeroed); small and medium blocks get
  * theirs here:
  *

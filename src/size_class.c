@@ -23,12 +23,8 @@ const uint32_t hak_class_size[HAK_NUM_CLASSES] = {
  * blocks with at most an eighth of the slab left over (at most 8 units).
  * A slab stays as long as one of its blocks lives, so few blocks a slab
  * keep the memory of the bigger classes from being pinned by scattered
- * survivors: with at least 8 blocks a slab (up to 16 units, the rule
- * before), bench/turnover
- * peaked at 11.1 / 19.8 / 44.9 MiB at 1 / 4 / 16 threads, with this rule at
- * 10.4 / 15.9 / 37.6 MiB (churn: 15.4 -> 12.1 MiB at 1 thread, 53.7 ->
- * 43.8 at 4), at no measured cost in time.  The left-over tail is address
- * space only: slabs are carved a page at a time (hak_slab_extend).
+ * survivors; larger slabs cost peak RSS and gain no time
+ * (bench/results/history.md).  The left-over tail is address space only: slabs are carved a page at a time (hak_slab_extend).
  * Computed, not tabled: only a new slab asks (hak_ss_alloc_slab). */
 unsigned hak_class_span(size_t c)
 {
@@ -44,12 +40,9 @@ unsigned hak_class_span(size_t c)
  * at least one.  Held-back blocks keep their slab from refilling its
  * owner, so their bytes are what a limit must bound: a consumer freeing
  * blocks of 20 classes holds a run for each, and the runs of the classes
- * it frees rarely wait longest.  bench/prodcons (16..1024 B), peak RSS,
- * 7 interleaved runs: with 64 KiB a run it peaked at 3.4-3.6 / 5.2-5.3
- * MiB at 2 / 4 pairs; with 16 KiB at 2.8 / 4.0 / 10.5 MiB at 2 / 4 / 16
- * pairs; with 4 KiB at 2.5 / 3.4 / 8.4 MiB (mimalloc 9.2 at 16), at no
- * measured cost in time (the classes up to 64 B keep 64 blocks a push;
- * a 1 KiB run pushes every 4 frees instead of 16). */
+ * it frees rarely wait longest.  4 KiB keeps a producer's peak RSS low at
+ * no measured cost in time (bench/results/history.md): the classes up to
+ * 64 B keep 64 blocks a push, a 1 KiB run pushes every 4 frees. */
 const uint8_t hak_class_batch[HAK_NUM_CLASSES] = {
   64, 64, 64, 64, 51, 42, 36, 32, 25, 21, 18, 16, 12, 10, 9, 8,
   6, 5, 4, 4, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1,

@@ -34,7 +34,7 @@ extern HAK_HIDDEN const uint8_t  hak_class_batch[HAK_NUM_CLASSES];  /* remote fr
 
 /* The table index of a size n <= HAK_SMALL_MAX, without a branch: sizes
  * above and below 1 KiB mix in a program, and a branch between them
- * mispredicted (mixed: 0.19 a malloc; 10% of its time).  With i = n / 16
+ * mispredicts (bench/mixed.c spends much of its time there).  With i = n / 16
  * rounded up, the 128-byte index n / 128 rounded up + 56 is
  * (i + 455) >> 3, which is >= i exactly while i <= 64: the index is the
  * smaller of the two, one cmov (GCC 12 branches on a plain min).  j is

@@ -165,8 +165,8 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   hak_superslab_t *pick = NULL;
   int unit = -1;
   /* Free units whose pages are still committed first: carving into them
-   * costs no page fault (in a thread-turnover run, faults on purged or
-   * never-touched units were 80% of all page faults). */
+   * costs no page fault (where threads come and go, faults on purged or
+   * never-touched units are most of the page faults). */
   if (h->dirty_units != 0) {
     for (hak_superslab_t *ss = h->ss_list; ss != NULL && ss->free_units != 0; ss = ss->next) {
       int u = ss->dirty_units != 0 ? find_run(ss->free_units & ss->dirty_units, span) : -1;
@@ -319,7 +319,7 @@ static void purge_units(hak_superslab_t *ss, uint32_t units)
  * and a page fault per page soon after.  A unit's own age decides, not
  * its SuperSlab's last slab release: a SuperSlab whose slabs were released
  * now and then never reached the delay, and its idle units stayed
- * committed (turnover at 16 threads: 24.6 -> 20.9 MiB peak RSS). */
+ * committed. */
 void hak_ss_purge(hak_heap_t *h, bool force)
 {
   if (h->dirty_units == 0) return;

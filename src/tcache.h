@@ -7,8 +7,8 @@
 #include "block.h"
 
 #define HAK_TCACHE_MAX   64
-/* 64 KiB a class (16 KiB before: churn -8%, mixed -10%, the classes above
- * 256 B held fewer than 64 blocks); a thread holds at most 1.8 MiB in all
+/* 64 KiB a class, so that the classes above 256 B hold their 64 blocks
+ * too (bench/results/history.md); a thread holds at most 1.8 MiB in all
  * at these base bounds, where tcmalloc allows 4 MiB. */
 #define HAK_TCACHE_BYTES (64 * 1024)
 /* A class whose cache overflows may grow past its base bound, by doubling,

@@ -25,10 +25,10 @@
  * units' unit_tcls is HAK_TCLS_TRAILED, whose cache has no room) or
  * free_remote's class test.  Per block: two cache lines written by malloc
  * and read by free, the canary's and the word's, which is why the classes
- * of 16 to 64 KiB have none: with them, bench/churn (5% of its blocks of
- * 8..64 KiB, only their first and last bytes written) lost 12% at 1 thread
- * and 15% at 4, and bench/strbuild (strings up to 16 KiB grown by realloc)
- * 5%.  Above 64 KiB a program's own use of the block dwarfs two lines.
+ * of 16 to 64 KiB have none: a program that touches only the ends of such
+ * blocks (bench/churn.c) or grows strings through them by realloc
+ * (bench/strbuild.c) pays for those lines in time.  Above 64 KiB a
+ * program's own use of the block dwarfs two lines.
  * Off in secure mode, which keeps a trailer on every block (secure.c). */
 #include <string.h>
 

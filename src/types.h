@@ -94,8 +94,7 @@ enum { HAK_SLAB_UNUSED = 0, HAK_SLAB_CUR, HAK_SLAB_PARTIAL, HAK_SLAB_FULL, HAK_S
  *    written only when the slab is set up (hak_ss_alloc_slab), while
  *    it holds no block.  Remote freers read only this line (and the slab's
  *    hak_remote_t), so they never contend with the owner's writes to the
- *    first line (a shared line cost a cache miss on every remote free: 41%
- *    of a producer/consumer free's samples).
+ *    first line (a shared line costs a cache miss on every remote free).
  * Invariants: used = blocks handed out and not yet returned to this free list
  * (blocks waiting on the remote stack or a delayed list, or held by a
  * thread cache, count as used);
@@ -176,7 +175,7 @@ typedef struct hak_superslab {
 typedef struct hak_options {
   uint8_t stats;             /* HAKMEM_STATS: 0 off, 1 block counts + summary, 2 + tables */
   uint8_t verbose;           /* HAKMEM_VERBOSE: print the options at start-up */
-  bool secure;               /* HAKMEM_SECURE: the checks that cost (README, secure.c) */
+  bool secure;               /* HAKMEM_SECURE: the checks that cost (docs/hardening.md, secure.c) */
   uint32_t purge_delay_ms;   /* HAKMEM_PURGE_DELAY_MS: keep free pages this long */
   size_t purge_threshold;    /* HAKMEM_PURGE_THRESHOLD_KB: purge at once above */
   uint32_t ss_reserve;       /* HAKMEM_SS_RESERVE: empty SuperSlabs a heap keeps */
@@ -233,9 +232,9 @@ typedef struct hak_pend {
   uint32_t n, limit;          /* pushed when n reaches limit (hak_class_batch) */
 } hak_pend_t;
 
-/* 64: with 16, two SuperSlabs of a heap that owns a few of them often
- * shared a slot and evicted each other, and each miss took the registry
- * (churn at 4 threads: 3% of its time in hak_free_generic/free_local). */
+/* 64: with fewer, two SuperSlabs of a heap that owns a few of them often
+ * share a slot and evict each other, and each miss takes the registry
+ * (hak_free_generic). */
 #define HAK_OWNED_SLOTS 64
 #define HAK_OWNED_NONE  UINTPTR_MAX   /* never a SuperSlab's address */
 

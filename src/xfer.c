@@ -5,15 +5,12 @@
  * transfer cache, in spirit).
  *
  * Why: a thread heap owns its slabs, and a class that a thread allocates
- * rarely still costs each heap a slab with a block or two carved.  In
- * bench/turnover (threads come and go, every block freed by another
- * thread, 1% of the blocks of 1-32 KiB) each of some 18 heaps carved about
- * 600 KiB of such blocks while the whole table held about 1.35 MiB of them:
- * a heap that needed one carved it, while the blocks other threads had freed
- * waited in other heaps' thread caches and remote stacks.  With the cache
- * taking those frees first, turnover's peak RSS went from 21.5 to 14.3 MiB
- * at 16 threads, 19.8 -> 11.7 at 8, 14.6 -> 10.6 at 4 (jemalloc: 14.9,
- * 13.0, 10.8 in the same runs), its throughput unchanged or better.
+ * rarely still costs each heap a slab with a block or two carved.  Where
+ * threads come and go and every block is freed by another thread
+ * (bench/turnover.c), each heap carves such blocks of its own while the
+ * blocks other threads freed wait in other heaps' thread caches and remote
+ * stacks.  With the cache taking those frees first, peak RSS falls to
+ * jemalloc's, throughput unchanged or better (bench/results/history.md).
  *
  * Invariants.  A block in a slot is a validated free block of its class
  * (it carries the free-block signature, types.h, so a second free of it
