@@ -180,7 +180,7 @@ static void heap_adopt(hak_heap_t *h, hak_superslab_t *ss)
     s->prev = s->next = NULL;
     hak_remote_collect(s, HAK_RS_NORMAL);
     for (;;) {
-      if (s->used == 0) {
+      if (hak_slab_used(s) == 0) {
         hak_ss_free_slab(h, s);
       } else if (s->free != NULL || s->rfree != NULL || s->capacity < s->reserved) {
         hak_partial_push(h, s);
@@ -522,7 +522,7 @@ static void heap_give_up(hak_heap_t *h, hak_heap_t *heir)
       hak_remote_collect(s, HAK_RS_KEEP_STATE);
       s->prev = s->next = NULL;
       s->state = HAK_SLAB_ORPHAN;
-      if (s->used == 0) hak_ss_free_slab(h, s);
+      if (hak_slab_used(s) == 0) hak_ss_free_slab(h, s);
     }
     if (hak_ss_unused(ss)) hak_ss_release(h, ss);
   }
@@ -565,9 +565,9 @@ static void heap_park(hak_heap_t *h)
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_partial_drain_delayed(h);
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
     hak_slab_t *s = h->cur[c];
-    if (s != &hak_slab_sentinel && hak_remote_pending(s) == s->used) {
+    if (s != &hak_slab_sentinel && hak_remote_pending(s) == hak_slab_used(s)) {
       hak_remote_collect(s, HAK_RS_KEEP_STATE);
-      if (s->used == 0) {
+      if (hak_slab_used(s) == 0) {
         h->cur[c] = &hak_slab_sentinel;
         hak_partial_release(h, s);
       }
@@ -619,7 +619,7 @@ void hak_heap_collect(hak_heap_t *h, bool force)
       hak_slab_t *s = h->cur[c];
       if (s == &hak_slab_sentinel) continue;
       hak_remote_collect(s, HAK_RS_KEEP_STATE);
-      if (s->used != 0) continue;
+      if (hak_slab_used(s) != 0) continue;
       h->cur[c] = &hak_slab_sentinel;
       hak_ss_free_slab(h, s);
     }

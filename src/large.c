@@ -101,8 +101,11 @@ static _Atomic(uint64_t) cache_oldest_ms;    /* earliest unpurged entry's free t
  * half of the live bytes: a program that frees its big buffers and goes
  * idle keeps at most that quarter (no timer is needed to give the rest
  * back), while one that keeps replacing big buffers reuses them.  relaxed:
- * a sizing heuristic, ordered by nothing. */
+ * a sizing heuristic, ordered by nothing.  With the number of them, they
+ * are also mallinfo2's figures when the block counts are off
+ * (hak_large_live). */
 static _Atomic(size_t) large_live_bytes;
+static _Atomic(size_t) large_live_count;
 
 /* The cache's temperature (default mode only; in secure mode the cache is
  * always used, its mappings protected).  Cold: a freed mapping is not
@@ -578,6 +581,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
    * every realloc: a realloc loop must not write a shared line per call. */
   l->live_counted = l->usable;
   atomic_fetch_add_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed);
+  atomic_fetch_add_explicit(&large_live_count, 1, memory_order_relaxed);
   return l->user;
 }
 
@@ -603,6 +607,7 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   large_check_tail(l);
   count_large(h, false, 1, l->usable);
   atomic_fetch_sub_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&large_live_count, 1, memory_order_relaxed);
   /* Freed by a thread that did not allocate it (ids, not tags: a heap is
    * reused by the next thread, with a new id but the same tag). */
   if (hak_opt.stats && atomic_load_explicit(&h->id, memory_order_relaxed) != l->owner_id) {
@@ -648,6 +653,12 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
 }
 
 size_t hak_large_cached_bytes(void) { return atomic_load_explicit(&cache_bytes, memory_order_relaxed); }
+
+size_t hak_large_live(size_t *count)
+{
+  *count = atomic_load_explicit(&large_live_count, memory_order_relaxed);
+  return atomic_load_explicit(&large_live_bytes, memory_order_relaxed);
+}
 
 void hak_large_retire(hak_large_t *l)
 {

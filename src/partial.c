@@ -63,7 +63,7 @@ void hak_slab_push_slow(hak_heap_t *h, hak_slab_t *s)
     hak_remote_set_state(s, HAK_RS_NORMAL);
     hak_partial_push(h, s);
   }
-  if (s->used == 0 && s->state == HAK_SLAB_PARTIAL) {
+  if (hak_slab_used(s) == 0 && s->state == HAK_SLAB_PARTIAL) {
     hak_partial_remove(h, s);
     hak_partial_release(h, s);
   }
@@ -100,7 +100,7 @@ void hak_partial_sweep(hak_heap_t *h, size_t c)
   hak_slab_t *s = h->partial[c];
   for (size_t n = s ? 1 : 0; s != NULL; n++) {
     hak_slab_t *next = s->next == h->partial[c] ? NULL : s->next;
-    if (hak_remote_pending(s) == s->used && hak_remote_collect(s, HAK_RS_KEEP_STATE) > 0 && s->used == 0) {
+    if (hak_remote_pending(s) == hak_slab_used(s) && hak_remote_collect(s, HAK_RS_KEEP_STATE) > 0 && hak_slab_used(s) == 0) {
       hak_partial_remove(h, s);
       hak_partial_release(h, s);
     }

@@ -4,6 +4,7 @@
 #define HAKMEM_PARTIAL_H
 
 #include "block.h"
+#include "superslab.h"
 
 /* Pop a block from s, the current slab of its class, claimed; NULL if its
  * free list is empty. */
@@ -14,7 +15,7 @@ static inline void *hak_slab_pop(hak_slab_t *s)
     if (HAK_UNLIKELY(!hak_block_decode(b, &next))) return hak_block_corrupt_pop(b);
     s->free = next;
     __builtin_prefetch(next, 1);  /* the class's next malloc writes it: start the miss now */
-    s->used++;
+    hak_slab_used_set(s, hak_slab_used(s) + 1);
     hak_block_claim(b);
     return b;
   }
@@ -40,7 +41,8 @@ static inline void hak_slab_push(hak_heap_t *h, hak_slab_t *s, hak_block_t *b)
 {
   hak_block_set_next(b, s->free);
   s->free = b;
-  uint32_t used = --s->used;
+  uint32_t used = hak_slab_used(s) - 1;
+  hak_slab_used_set(s, used);
   unsigned st = s->state;
   /* One rarely taken branch, computed without branches: whether the slab
    * is the current one varies from free to free, so a branch on

@@ -70,6 +70,21 @@ void hak_map_clear_range(void *base, size_t size)
     atomic_store_explicit(&map_leaf(r, false)[r & (LEAF_ENTRIES - 1)], 0, memory_order_release);
 }
 
+/* Leaves never go away, and every tag is loaded with acquire (the header
+ * of a region published with release is visible). */
+void hak_map_for_each_ss(void (*f)(hak_superslab_t *ss, void *ctx), void *ctx)
+{
+  for (uintptr_t top = 0; top < (1u << HAK_MAP_TOP_BITS); top++) {
+    _Atomic(uintptr_t) *leaf = atomic_load_explicit(&hak_map_top[top], memory_order_acquire);
+    if (leaf == NULL) continue;
+    for (uintptr_t i = 0; i < LEAF_ENTRIES; i++) {
+      uintptr_t tag = atomic_load_explicit(&leaf[i], memory_order_acquire);
+      if (tag != 0 && (tag & HAK_TAG_KIND) == HAK_TAG_SS)
+        f((hak_superslab_t *)(((top << HAK_MAP_LEAF_BITS) | i) << HAK_SS_SHIFT), ctx);
+    }
+  }
+}
+
 /* liburcu-bp 0.13 declares its reader struct 128-byte aligned but carves the
  * readers from an arena whose data starts 32 bytes past such a boundary; the
  * accesses are word-sized loads and stores at 8-byte-aligned addresses, so

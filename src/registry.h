@@ -36,6 +36,11 @@ static inline uintptr_t hak_map_get(const void *p)
 }
 bool hak_map_set_range(void *base, size_t size, uintptr_t tag);   /* false: ENOMEM */
 void hak_map_clear_range(void *base, size_t size);
+/* Call f(ss, ctx) for every SuperSlab in the map (owned, abandoned or
+ * cached), in address order.  The caller holds the RCU read lock: each
+ * stays mapped while f reads it, though it may change owner or leave the
+ * map meanwhile.  Off every allocation path (the statistics). */
+void hak_map_for_each_ss(void (*f)(hak_superslab_t *ss, void *ctx), void *ctx);
 void hak_rcu_read_lock(void);
 void hak_rcu_read_unlock(void);
 /* Unmap region after a grace period (batched); never call inside a read section. */

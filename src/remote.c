@@ -124,14 +124,15 @@ uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state)
   hak_block_t *list = rs_ptr(old);
   if (list == NULL) return 0;
   uint32_t n = rs_count(old);
-  if (HAK_UNLIKELY(n > s->used)) hak_fatal("remote free list holds more blocks than the slab handed out", list);
+  uint32_t used = hak_slab_used(s);
+  if (HAK_UNLIKELY(n > used)) hak_fatal("remote free list holds more blocks than the slab handed out", list);
   /* No walk in the common cases: a list's tail is found only by walking
    * it, a cache miss per block, each last written by another core.  When
    * these were the last blocks out, the slab is empty: it goes back to
    * uncarved (every block free, none on a list) instead of linking three
    * lists (a walk per collect dominated the sweeps of heap_maintain and
    * thread exit where threads come and go). */
-  if (n == s->used && s->free != NULL && s->rfree != NULL) {
+  if (n == used && s->free != NULL && s->rfree != NULL) {
     s->free = s->rfree = NULL;
     s->capacity = 0;
   } else if (s->free == NULL) {
@@ -144,7 +145,7 @@ uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state)
     hak_block_set_next(tail, s->rfree);
     s->rfree = list;
   }
-  s->used -= n;
+  hak_slab_used_set(s, used - n);
   return n;
 }
 

@@ -18,6 +18,9 @@
 #include "large.h"
 #include "heap.h"
 #include "init.h"
+#include "registry.h"
+#include "superslab.h"
+#include "xfer.h"
 #include "hakmem.h"
 
 
@@ -400,19 +403,86 @@ __attribute__((destructor)) static void hak_stats_at_exit(void)
 /* Exported by the preload library (preload.c), in glibc's formats with
  * hakmem's numbers.  mallinfo2's fields:
  *   arena     bytes mapped for SuperSlabs (cached empty ones included)
- *   ordblks   slabs in use (all classes)
+ *   ordblks   slabs in use (all classes; statistics off: slabs that hold
+ *             a block, whose used count is not 0)
  *   smblks, fsmblks, usmblks   0 (no fastbins; usmblks is 0 in glibc too)
  *   hblks     large blocks live (each has its own mapping)
  *   hblkhd    bytes mapped for large blocks (live and cached)
- *   uordblks  bytes of live small blocks (block sizes); without
- *             HAKMEM_STATS=1 or 2 block counts are off and it is arena
- *             (an upper bound)
+ *   uordblks  bytes of live small blocks (block sizes): as in glibc, a
+ *             block with a mapping of its own (hblks, hblkhd) is not in it
  *   fordblks  arena - uordblks (free blocks and free units of SuperSlabs)
  *   keepcost  committed bytes of freed large mappings (malloc_trim returns
- *             them) */
+ *             them)
+ * malloc_stats' "in use bytes" and malloc_info's totals are the same live
+ * blocks, large ones added where glibc adds its mmapped chunks.
+ *
+ * Where the live blocks come from.  With HAKMEM_STATS=1 or 2, from the
+ * block counts (allocs - frees of each class, every thread's and the
+ * exited threads' folded): exact once the threads are quiescent; a block
+ * counts as free from the moment the program frees it.  With the
+ * statistics off (the default) there are no block counts, and the figures
+ * come from what the slabs count anyway (live_walk): every SuperSlab in the
+ * registry, under the RCU read lock, each slab's used (blocks handed out
+ * and not back on the slab's free list), less the blocks waiting on its
+ * remote-free stack; then less the blocks the calling thread holds freed
+ * (its thread cache and its held-back remote frees) and those in the
+ * transfer cache.  What stays counted as live although the program freed
+ * it: blocks in OTHER running threads' thread caches (at most some 64 KiB
+ * a class and 2.8 MiB a thread, types.h, hak_heap_t; read only by their
+ * thread, so not subtracted) and their held-back remote frees (32 runs a
+ * thread), and blocks handed to a heap's delayed list.  None of these
+ * outlives its thread: a thread's exit flushes them all, so the figure does
+ * not grow with the number of threads that came and went.  Large blocks
+ * are counted at their allocation in both modes.  A snapshot: the slabs'
+ * counts are read while their owners work. */
 typedef struct {
-  uint64_t arena, slabs, large_live, large_mapped, small_live_bytes, small_live_blocks, cached;
+  uint64_t arena, slabs, large_live, large_mapped, small_live_bytes, small_live_blocks, cached, large_live_bytes;
 } mallinfo_t;
+
+/* Live blocks per class, statistics off (the comment above). */
+typedef struct {
+  uint64_t blocks[HAK_NUM_CLASSES];
+  uint64_t slabs;
+} live_walk_t;
+
+static void ss_live(hak_superslab_t *ss, void *ctx)
+{
+  live_walk_t *w = ctx;
+  for (unsigned u = 0; u < HAK_UNITS; u++) {
+    /* Slab metadata is indexed by first unit; a unit inside a longer slab,
+     * or in none, has used 0. */
+    hak_slab_t *s = &ss->slabs[u];
+    uint32_t used = hak_slab_used(s);
+    if (used == 0) continue;
+    w->slabs++;
+    uint64_t waiting = atomic_load_explicit(&ss->remote_heads[u].head, memory_order_relaxed) >> HAK_RS_COUNT_SHIFT;
+    size_t c = atomic_load_explicit(&s->stat_cls, memory_order_relaxed);
+    if (c < HAK_NUM_CLASSES && waiting < used) w->blocks[c] += used - waiting;
+  }
+}
+
+static void sub_blocks(live_walk_t *w, size_t c, uint64_t n) { w->blocks[c] = sub0(w->blocks[c], n); }
+
+/* live_blocks of each size (twins counted as their class); returns the
+ * slabs that hold a block. */
+static uint64_t live_walk(hak_class_stats_t *cs)
+{
+  live_walk_t w;
+  memset(&w, 0, sizeof w);
+  hak_rcu_read_lock();
+  hak_map_for_each_ss(ss_live, &w);
+  hak_rcu_read_unlock();
+  hak_heap_t *h = hak_tls_heap;
+  if (h->state == HAK_HEAP_LIVE) {  /* this thread's own: race-free */
+    for (size_t c = 0; c < HAK_NUM_CLASSES; c++) sub_blocks(&w, c, hak_tcache_count(h, c));
+    for (size_t i = 0; i < HAK_PEND_SLOTS; i++)
+      if (h->pend[i].slab != NULL) sub_blocks(&w, h->pend[i].slab->cls, h->pend[i].n);
+  }
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) sub_blocks(&w, c, hak_xfer_count(c));
+  for (size_t c = 0; c < HAK_NUM_SIZES; c++) cs[c].live_blocks = 0;
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) cs[hak_size_class(hak_class_size[c])].live_blocks += w.blocks[c];
+  return w.slabs;
+}
 
 static void get_mallinfo(mallinfo_t *m, hak_stats_t *s, hak_class_stats_t *cs)
 {
@@ -423,12 +493,18 @@ static void get_mallinfo(mallinfo_t *m, hak_stats_t *s, hak_class_stats_t *cs)
   m->arena = ss * HAK_SS_SIZE;
   m->slabs = s->slabs;
   m->large_live = sub0(s->large_allocs, s->large_frees);
+  m->large_live_bytes = s->large_live_bytes;
   m->large_mapped = sub0(s->mapped_bytes, m->arena);
+  if (!hak_opt.stats) {
+    m->slabs = live_walk(cs);
+    size_t n;
+    m->large_live_bytes = hak_large_live(&n);
+    m->large_live = n;
+  }
   for (size_t c = 0; c < HAK_NUM_SIZES; c++) {
     m->small_live_blocks += cs[c].live_blocks;
     m->small_live_bytes += cs[c].live_blocks * cs[c].block_size;
   }
-  if (!hak_opt.stats) m->small_live_bytes = m->arena;
   if (m->small_live_bytes > m->arena) m->small_live_bytes = m->arena;
   m->cached = s->large_cached_bytes;
 }
@@ -558,7 +634,7 @@ void hak_stats_malloc_stats(void)
   hak_out_str(&o, label[1]); hak_out_u64(&o, n.m.small_live_bytes, 10); hak_out_str(&o, "\n");
   hak_out_str(&o, "Total (incl. mmap):\n");
   hak_out_str(&o, label[0]); hak_out_u64(&o, n.s.mapped_bytes, 10); hak_out_str(&o, "\n");
-  hak_out_str(&o, label[1]); hak_out_u64(&o, n.m.small_live_bytes + n.s.large_live_bytes, 10); hak_out_str(&o, "\n");
+  hak_out_str(&o, label[1]); hak_out_u64(&o, n.m.small_live_bytes + n.m.large_live_bytes, 10); hak_out_str(&o, "\n");
   hak_out_str(&o, "max mmap regions = "); hak_out_u64(&o, n.m.large_live, 10); hak_out_str(&o, "\n");
   hak_out_str(&o, "max mmap bytes   = "); hak_out_u64(&o, n.m.large_mapped, 10); hak_out_str(&o, "\n");
   hak_out_flush(&o);

@@ -206,7 +206,7 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   uint32_t bs = hak_class_size[cls];
   uint8_t *end = (uint8_t *)ss + ((size_t)(unit + span) << HAK_UNIT_SHIFT);
   s->free = s->rfree = NULL;
-  s->used = 0;
+  hak_slab_used_set(s, 0);
   s->capacity = 0;
   s->block_size = bs;
   s->shift = s->remote_shift = (uint8_t)__builtin_ctz(bs);
@@ -215,6 +215,7 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   s->reserved = (uint32_t)((size_t)(end - s->start) / bs);
   s->prev = s->next = NULL;
   s->cls = (uint8_t)cls;
+  atomic_store_explicit(&s->stat_cls, (uint8_t)cls, memory_order_relaxed);  /* before used leaves 0 */
   s->state = HAK_SLAB_CUR;
   s->span = (uint8_t)span;
   s->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);

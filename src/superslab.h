@@ -49,6 +49,18 @@ static inline bool hak_slab_is_block_remote(const hak_slab_t *s, const void *p)
 }
 _Static_assert(offsetof(hak_slab_t, state) < HAK_CACHE_LINE, "the owner's fields fit one line");
 
+/* A slab's used count (types.h, hak_slab_t).  Only the owner stores it;
+ * relaxed, a plain load or store on x86: the statistics read it from other
+ * threads (stats_report.c), so it is atomic, and only that. */
+static inline uint32_t hak_slab_used(const hak_slab_t *s)
+{
+  return atomic_load_explicit(&s->used, memory_order_relaxed);
+}
+static inline void hak_slab_used_set(hak_slab_t *s, uint32_t n)
+{
+  atomic_store_explicit(&s->used, n, memory_order_relaxed);
+}
+
 /* The key of p's SuperSlab: its address, which free computes anyway (a key
  * of address >> HAK_SS_SHIFT cost free a register copy). */
 static inline uintptr_t hak_owned_key(const void *p) { return (uintptr_t)p & ~(HAK_SS_SIZE - 1); }

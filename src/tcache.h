@@ -28,6 +28,14 @@ static inline uint32_t hak_tcache_limit(size_t c)
   return k > HAK_TCACHE_MAX ? HAK_TCACHE_MAX : k;
 }
 
+/* Blocks class c's thread cache holds (types.h, hak_heap_t's invariant);
+ * the heap's own thread only. */
+static inline uint32_t hak_tcache_count(const hak_heap_t *h, size_t c)
+{
+  int32_t n = (int32_t)hak_tcache_limit(c) + h->tcache_grown[c] - h->tcache_room[c];
+  return n > 0 ? (uint32_t)n : 0;
+}
+
 /* Pop a block of class c from the thread cache, claimed; NULL if empty. */
 static inline void *hak_tcache_pop(hak_heap_t *h, size_t c)
 {

@@ -85,7 +85,12 @@ enum { HAK_SLAB_UNUSED = 0, HAK_SLAB_CUR, HAK_SLAB_PARTIAL, HAK_SLAB_FULL, HAK_S
 
 /* Slab metadata, in two cache lines.  Every field is written only by the
  * thread whose heap owns the SuperSlab (or the thread adopting or abandoning
- * it), never concurrently, so none is atomic.
+ * it), never concurrently.  Two are atomic only because the statistics
+ * (mallinfo2 & co, stats_report.c) read them from any thread while the
+ * owner works: used, and stat_cls, which the owner store relaxed
+ * (superslab.h, hak_slab_used_set: a plain mov on x86, so the owner's paths
+ * cost the same) and a reader loads relaxed -- a snapshot, ordered by
+ * nothing.
  *  - The first line is everything the owner's malloc and free use: the free
  *    list, counts, list links, and its own copy of the geometry (start,
  *    minv, shift), so a local free reads one line of metadata.  Written on
@@ -109,7 +114,7 @@ typedef struct hak_slab {
   struct hak_slab *prev, *next; /* the owner heap's partial list of the class (circular) */
   uint8_t *start;               /* first block                                  } the    */
   uint64_t minv;                /* inverse of block_size's odd part mod 2^64    } owner's */
-  uint32_t used;
+  _Atomic(uint32_t) used;       /* owner: hak_slab_used / hak_slab_used_set */
   uint32_t capacity;            /* blocks carved so far (lazy, page by page) */
   uint8_t shift;                /* block_size's trailing zero bits              } geometry */
   uint8_t state;                /* HAK_SLAB_* */
@@ -123,6 +128,9 @@ typedef struct hak_slab {
   uint8_t span;                 /* units */
   uint8_t unit;                 /* first unit index */
   uint32_t owner_id;            /* id of the heap that carved it (statistics) */
+  _Atomic(uint8_t) stat_cls;    /* cls again, for the statistics' walk from any
+                                   thread (stored relaxed at set-up, before
+                                   used leaves 0) */
 } hak_slab_t;
 
 /* --------------------------------------------------------------- SuperSlab */

@@ -50,6 +50,15 @@ static inline void xfer_used(hak_xfer_t *x)
     atomic_store_explicit(&x->used_ms, now, memory_order_relaxed);
 }
 
+uint32_t hak_xfer_count(size_t c)
+{
+  if (c < HAK_XFER_FIRST || c > HAK_XFER_LAST) return 0;
+  uint32_t n = 0;
+  /* relaxed: only whether a slot is full, not the block, is read */
+  for (int i = 0; i < XFER_SLOTS; i++) n += atomic_load_explicit(&xfer[c].slot[i], memory_order_relaxed) != NULL;
+  return n;
+}
+
 bool hak_xfer_put(size_t c, hak_block_t *b)
 {
   hak_xfer_t *x = &xfer[c];
