@@ -65,13 +65,17 @@ static bool fault_inject(unsigned kind)
 #endif
 
 /* Map size bytes aligned to align (a power of two >= page size).  Maps
- * size + align and trims both ends.  errno is preserved on success. */
+ * size + align and trims both ends.  errno is preserved on success.
+ * Without MAP_NORESERVE: the kernel's overcommit policy applies as to
+ * glibc's mmapped chunks, so a request beyond what the machine could ever
+ * back (vm.overcommit_memory=0: more than RAM + swap) fails with ENOMEM
+ * as under glibc, instead of handing out address space that faults. */
 void *hak_os_map_aligned(size_t size, size_t align)
 {
   int saved = errno;
   if (size > SIZE_MAX - align || HAK_FAULT(HAK_FAULT_MAP)) return NULL;
   size_t total = size + align;
-  void *raw = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *raw = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) { errno = saved; return NULL; }
   uintptr_t base = hak_align_up((uintptr_t)raw, align);
   size_t head = base - (uintptr_t)raw, tail = total - head - size;

@@ -42,13 +42,22 @@ HAK_EXPORT void *__libc_valloc(size_t n) { return hak_valloc(n); }
 HAK_EXPORT void *__libc_pvalloc(size_t n) { return hak_pvalloc(n); }
 HAK_EXPORT int __posix_memalign(void **out, size_t a, size_t n) { return hak_posix_memalign(out, a, n); }
 
-/* malloc_trim: give cached memory back now (returns 1: memory was released
- * or nothing was cached). */
+/* malloc_trim: give cached memory back now.  Returns 1 if memory went back
+ * to the system (pages purged or unmapped, cached large pages released),
+ * else 0, as glibc's does: read from the mapping counters around the
+ * collect, so another thread's purge meanwhile counts too, and its fresh
+ * mappings may hide an unmap (then the purge counter usually tells). */
 HAK_EXPORT int malloc_trim(size_t pad)
 {
   (void)pad;
+  hak_init();
+  uint64_t purged = atomic_load_explicit(&hak_gstats.purged_bytes, memory_order_relaxed);
+  uint64_t mapped = atomic_load_explicit(&hak_gstats.mapped_bytes, memory_order_relaxed);
+  size_t cached = hak_large_cached_bytes();
   hak_collect();
-  return 1;
+  return atomic_load_explicit(&hak_gstats.purged_bytes, memory_order_relaxed) > purged ||
+         atomic_load_explicit(&hak_gstats.mapped_bytes, memory_order_relaxed) < mapped ||
+         hak_large_cached_bytes() < cached;
 }
 
 /* glibc's heap inspection: hakmem's numbers in glibc's formats (meaning of
