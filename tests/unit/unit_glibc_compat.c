@@ -13,6 +13,13 @@
  *    return value; glibc's errno is printed), here under an address-space
  *    limit.
  *
+ *  - the whole malloc family as a preloaded program calls it (the probe,
+ *    below: this program again, on glibc and under LD_PRELOAD): errno after
+ *    every failing call, malloc(0), realloc(p, 0), the aligned family,
+ *    malloc_trim, mallopt, malloc_info, mallinfo, exited threads, exit with
+ *    threads running, fork of a threaded process, atfork and atexit
+ *    handlers that allocate; a table of both allocators' answers.
+ *
  * In this program malloc is glibc's (it links the prefixed hakmem_api), so
  * the glibc side calls malloc & co and the hakmem side hak_*; hakmem's fork
  * handlers exist only once hakmem is initialised, so the glibc child never
@@ -537,9 +544,18 @@ static void atexit_handler(void)
     if (write(1, ok, sizeof ok - 1) < 0) _exit(5);
 }
 
+static void *child_thread(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < SLOTS; i += 2) free(atomic_exchange(&slot[i], NULL));
+    alloc_free_some();
+    return NULL;
+}
+
 /* A child of a process whose threads allocate and free: it frees the blocks
- * they left in the slots, allocates, and exits through an atexit handler
- * that does the same.  alarm: a deadlock fails the check, not the run. */
+ * they left in the slots (a thread of its own, then its main thread),
+ * allocates, and exits through an atexit handler that does the same.
+ * alarm: a deadlock fails the check, not the run. */
 static void probe_fork_threads(void)
 {
     pthread_t t[3];
@@ -552,6 +568,10 @@ static void probe_fork_threads(void)
         if (c == 0) {
             alarm(10);
             atexit(atexit_handler);
+            /* a thread of the child's own frees some of the slots */
+            pthread_t ct;
+            if (pthread_create(&ct, NULL, child_thread, NULL) != 0) _exit(3);
+            pthread_join(ct, NULL);
             for (int i = 0; i < SLOTS; i++) free(atomic_exchange(&slot[i], NULL));
             alloc_free_some();
             exit(0);
@@ -562,6 +582,35 @@ static void probe_fork_threads(void)
     atomic_store(&stop_threads, true);
     for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
     printf("fork-of-a-threaded-process,atfork-and-atexit-handlers-allocating=%s\n", ok == rounds ? "ok" : "failed");
+}
+
+/* exit() called by one thread while others allocate and free: the exit
+ * handlers (hakmem's destructors included) run beside them. */
+static void *exit_now(void *arg)
+{
+    (void)arg;
+    alloc_free_some();
+    exit(0);
+}
+
+static void probe_exit_with_threads(void)
+{
+    int ok = 0, rounds = 10;
+    for (int r = 0; r < rounds; r++) {
+        fflush(stdout);
+        pid_t c = fork();
+        if (c == 0) {
+            alarm(10);
+            atomic_store(&stop_threads, false);
+            pthread_t t[4];
+            for (uintptr_t i = 0; i < 3; i++) pthread_create(&t[i], NULL, slot_worker, (void *)(i + 7));
+            pthread_create(&t[3], NULL, exit_now, NULL);
+            for (;;) alloc_free_some();
+        }
+        int st = 0;
+        if (c > 0 && waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 0) ok++;
+    }
+    printf("exit()-while-other-threads-allocate=%s\n", ok == rounds ? "ok" : "failed");
 }
 
 /* Blocks of a thread that has exited, freed by another; a TLS destructor
@@ -612,6 +661,7 @@ static int probe_main(void)
     probe_trim_and_opts();
     probe_inspection();
     probe_exited_thread();
+    probe_exit_with_threads();
     probe_fork_threads();
     return 0;
 }
@@ -673,6 +723,7 @@ static const struct {
     { "mallinfo()-with-2.5GiB-live", NULL, "returns,fields>=0",
       "mallinfo's fields are int: glibc's wrap past INT_MAX, hakmem's saturate there (mallinfo2 has the true sizes)" },
     { "free-of-blocks-of-an-exited-thread,TLS-destructor-allocating", "ok", NULL, NULL },
+    { "exit()-while-other-threads-allocate", "ok", NULL, NULL },
     { "fork-of-a-threaded-process,atfork-and-atexit-handlers-allocating", "ok", NULL, NULL },
 };
 #define NEXPECT (sizeof probe_expect / sizeof probe_expect[0])
