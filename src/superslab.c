@@ -44,10 +44,19 @@ static size_t slab_color(hak_heap_t *h, size_t cls)
   return (size_t)h->color[cls]++ * HAK_COLOR_ALIGN % hak_class_size[cls];
 }
 
+/* Field by field, no memset: the statistics' walk (stats_report.c) may be
+ * loading used and stat_cls from another thread, so those are stored as the
+ * atomics they are. */
 static void slab_reset(hak_superslab_t *ss, unsigned u)
 {
   hak_slab_t *s = &ss->slabs[u];
-  memset(s, 0, sizeof *s);
+  s->free = s->rfree = NULL;
+  s->prev = s->next = NULL;
+  s->minv = s->remote_minv = 0;
+  hak_slab_used_set(s, 0);
+  s->capacity = s->reserved = s->block_size = s->owner_id = 0;
+  s->shift = s->remote_shift = s->state = s->cls = 0;
+  atomic_store_explicit(&s->stat_cls, 0, memory_order_relaxed);
   s->unit = (uint8_t)u;
   s->span = 1;
   s->start = s->remote_start = unit_start(ss, u);
