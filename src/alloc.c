@@ -65,7 +65,7 @@ static HAK_NOINLINE void *alloc_refill(hak_heap_t *h, size_t cls)
  * that the exported malloc (preload.c) is this code, not a jump to
  * hak_malloc: the jump cost time and instructions on every pair
  * (bench/results/history.md). */
-static inline void *hak_malloc_inline(size_t n)
+static HAK_INLINE void *hak_malloc_inline(size_t n)
 {
   if (HAK_LIKELY(n < hak_fast_limit)) {
     hak_heap_t *h = hak_tls_heap;

@@ -10,6 +10,7 @@
 #define HAK_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define HAK_NOINLINE    __attribute__((noinline))
+#define HAK_INLINE      inline __attribute__((always_inline))  /* the exported entry points' fast paths */
 #define HAK_COLD        __attribute__((cold, noinline))
 #define HAK_HIDDEN      __attribute__((visibility("hidden")))
 #define HAK_CACHE_LINE  64

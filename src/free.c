@@ -224,7 +224,7 @@ HAK_NOINLINE void hak_free_generic(hak_heap_t *h, void *p)
 /* free's fast path: a block of one of the SuperSlabs owned[] proves this
  * heap's needs no registry lookup (only this thread can release them).
  * Inline for the exported free, as hak_malloc_inline. */
-static inline void hak_free_inline(void *p)
+static HAK_INLINE void hak_free_inline(void *p)
 {
   hak_heap_t *h = hak_tls_heap;
   uintptr_t k = hak_owned_key(p);

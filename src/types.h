@@ -25,16 +25,20 @@
 
 /* A free block, on any of hakmem's lists (a slab's free or rfree list, a
  * remote-free stack, a heap's delayed list), holds two words:
- *   link  = next ^ hak_keys.link     the list link, never a raw address;
- *   check = link ^ hak_keys.check    the free-block signature.
- * A block is free iff link ^ check == hak_keys.check.  malloc checks the
+ *   link  = next ^ hak_keys.link                 the list link, never a raw
+ *                                                address;
+ *   check = link ^ hak_keys.check ^ its address  the free-block signature.
+ * A block b is free iff check == link ^ hak_keys.check ^ b: bound to b's
+ * address, so the two words of a free block copied into a live one (a
+ * struct copied from freed memory, a pool that copies whole blocks) do not
+ * make that one look free.  malloc checks the
  * signature of the block it pops (and of every block a list walk visits)
  * before it follows the link, so a free block overwritten by a buffer
  * overflow or a write after free is reported (hak_block_corrupt) instead of
  * handing out a wild pointer; free checks it to catch a double free; and
- * malloc clears check, which invalidates the signature: the keys are chosen
- * so that link ^ 0 never equals hak_keys.check (link's low 4 bits are those
- * of a 16-aligned address, check's key is odd).  The keys are a per-process
+ * malloc clears check, which invalidates the signature: 0 never equals
+ * link ^ hak_keys.check ^ b (the low 4 bits of link and b are those of
+ * 16-aligned addresses, check's key is odd).  The keys are a per-process
  * secret, set once at initialisation. */
 typedef struct hak_block {
   uintptr_t link;
@@ -266,14 +270,6 @@ typedef struct hak_pend {
  *   stats       id, tid, name, rrow; stats is counted through stats.h's
  *               hak_count by the heap's thread, folded and zeroed by stats.c */
 struct hak_heap {
-  /* free's proof of ownership: HAK_OWNED_SLOT(k) == k for some of the
-   * SuperSlabs this heap owns (k = hak_owned_key, their address), so a free
-   * into one of them needs no registry lookup.  Exact: a slot holds k only
-   * while the heap owns that SuperSlab (hak_ss_link sets it, hak_ss_unlink
-   * clears it); other owned SuperSlabs are found through the registry
-   * (hak_free_generic in free.c, which puts them back in their slot).  All slots
-   * HAK_OWNED_NONE while the fast paths are off (hak_fast_on). */
-  uintptr_t owned[HAK_OWNED_SLOTS];
   /* The thread cache: per class, a LIFO of blocks this thread freed, which
    * malloc hands out before the current slab's: the block freed last,
    * whatever its slab, is the one most likely still in the CPU's cache
@@ -296,6 +292,14 @@ struct hak_heap {
   hak_block_t *tcache[HAK_NUM_CLASSES + 1];  /* + HAK_TCLS_TRAILED: room 0, empty */
   int32_t tcache_room[HAK_NUM_CLASSES + 1];
   int32_t tcache_grown[HAK_NUM_CLASSES + 1];
+  /* free's proof of ownership: HAK_OWNED_SLOT(k) == k for some of the
+   * SuperSlabs this heap owns (k = hak_owned_key, their address), so a free
+   * into one of them needs no registry lookup.  Exact: a slot holds k only
+   * while the heap owns that SuperSlab (hak_ss_link sets it, hak_ss_unlink
+   * clears it); other owned SuperSlabs are found through the registry
+   * (hak_free_generic in free.c, which puts them back in their slot).  All slots
+   * HAK_OWNED_NONE while the fast paths are off (hak_fast_on). */
+  uintptr_t owned[HAK_OWNED_SLOTS];
   hak_slab_t *cur[HAK_NUM_CLASSES];        /* fast path: slab being allocated from */
   uintptr_t tag;                            /* registry tag of SuperSlabs it owns */
   int state;                                /* HAK_HEAP_* */
