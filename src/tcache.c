@@ -77,7 +77,8 @@ static HAK_NOINLINE void tcache_trailed(hak_heap_t *h)
  * again later (a request's temporaries freed together): flushing half to
  * the slabs each time, only to pop them back, is the work a bigger cache
  * saves (bench/strings frees some 200 blocks a class per request).  So the
- * bound doubles, up to HAK_TCACHE_GROWTH times the base, while the heap's
+ * bound doubles, up to HAK_TCACHE_GROWTH times the base (or HAK_TCACHE_GROW_CLASS
+ * bytes of small blocks), while the heap's
  * budget lasts; after that the overflow flushes half as before. */
 void hak_tcache_overflow(hak_heap_t *h, size_t c)
 {
@@ -87,7 +88,9 @@ void hak_tcache_overflow(hak_heap_t *h, size_t c)
   }
   uint32_t base = hak_tcache_limit(c);
   uint32_t bound = base + (uint32_t)h->tcache_grown[c];
-  uint32_t add = bound < HAK_TCACHE_GROWTH * base ? bound : 0;
+  uint32_t most = HAK_TCACHE_GROWTH * base;
+  if (most < HAK_TCACHE_GROW_CLASS / hak_class_size[c]) most = HAK_TCACHE_GROW_CLASS / hak_class_size[c];
+  uint32_t add = bound < most ? bound : 0;
   if (add > 0 && tcache_grown_bytes(h) + (size_t)add * hak_class_size[c] <= HAK_TCACHE_GROW_BYTES) {
     h->tcache_grown[c] += (int32_t)add;
     h->tcache_room[c] += (int32_t)add;

@@ -18,6 +18,12 @@
  * (hak_tcache_relax). */
 #define HAK_TCACHE_GROWTH     4
 #define HAK_TCACHE_GROW_BYTES (1024 * 1024)
+/* A class of small blocks may grow further, to HAK_TCACHE_GROW_CLASS bytes
+ * of blocks (8192 of 16 bytes): a program that frees a batch of a few
+ * thousand small blocks and allocates the next batch (glibc's malloc
+ * benchmark) then reuses them from the cache instead of flushing half of
+ * it to the slabs at every overflow and popping them back from there. */
+#define HAK_TCACHE_GROW_CLASS (128 * 1024)
 /* Blocks a thread cache holds of class c at least (its base bound; tcache.c
  * may grow it): HAK_TCACHE_MAX, or HAK_TCACHE_BYTES of blocks; none of a
  * class above HAK_TCACHE_BYTES.  Off the fast path (heap set-up and

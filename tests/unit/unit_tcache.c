@@ -14,7 +14,7 @@
 
 #define SIZE 64
 #define MANY 3000   /* 64-byte blocks: more than one 64 KiB slab holds */
-#define FEW 600     /* more than a class's largest bound (256 blocks), less than a slab */
+#define FEW 600     /* more than a class's base bound (64 blocks), less than a slab */
 
 static void run(void *(*fn)(void *))
 {
@@ -45,28 +45,38 @@ static void *cross_slab(void *arg)
   return NULL;
 }
 
-/* After FEW frees, malloc hands the newest blocks back in reverse order of
+/* After n frees, malloc hands the newest blocks back in reverse order of
  * their frees, but no more than the bound: a free that passes the bound
- * (64 blocks) doubles it, up to 4 times (256), and past that the cache
- * keeps the newest half, the older blocks go back to their slab.  So the
- * run of blocks that come back in exact reverse order is at least half the
- * largest bound (128) and at most that bound; a fixed bound gives 32..64,
- * an unbounded cache all FEW. */
+ * (64 blocks) doubles it, up to the larger of 4 times (256) and 128 KiB of
+ * blocks (2048 of 64 bytes), and past that the cache keeps the newest half,
+ * the older blocks go back to their slab.  So the run of blocks that come
+ * back in exact reverse order is at least half the largest bound and at
+ * most that bound; a fixed bound gives 32..64, an unbounded cache all n. */
+static void lifo_run(size_t size, int n, int largest)
+{
+  void **b = malloc(2 * (size_t)n * sizeof *b), **q = b + n;
+  CHECK(b != NULL, "no memory for the test");
+  if (b == NULL) return;
+  for (int i = 0; i < n; i++) b[i] = hak_malloc(size);
+  for (int i = 0; i < n; i++) hak_free(b[i]);
+  for (int i = 0; i < n; i++) q[i] = hak_malloc(size);
+  int run = 0;
+  while (run < n && q[run] == b[n - 1 - run]) run++;
+  CHECK(run >= largest / 2 && run <= largest, "%zu-byte blocks: %d came back newest first (expected %d..%d)", size,
+        run, largest / 2, largest);
+  for (int i = 0; i < n; i++) {
+    for (int j = 0; j < i; j++) CHECK(q[i] != q[j], "block %p handed out twice", q[i]);
+  }
+  for (int i = 0; i < n; i++) hak_free(q[i]);
+  free(b);
+}
+
 static void *bounded_lifo(void *arg)
 {
   (void)arg;
   ts_check_section("bounded_lifo");
-  void *b[FEW], *q[FEW];
-  for (int i = 0; i < FEW; i++) b[i] = hak_malloc(SIZE);
-  for (int i = 0; i < FEW; i++) hak_free(b[i]);
-  for (int i = 0; i < FEW; i++) q[i] = hak_malloc(SIZE);
-  int run = 0;
-  while (run < FEW && q[run] == b[FEW - 1 - run]) run++;
-  CHECK(run >= 128 && run <= 256, "%d blocks came back newest first (expected 128..256)", run);
-  for (int i = 0; i < FEW; i++) {
-    for (int j = 0; j < i; j++) CHECK(q[i] != q[j], "block %p handed out twice", q[i]);
-  }
-  for (int i = 0; i < FEW; i++) hak_free(q[i]);
+  lifo_run(512, 600, 256);  /* 4 times the base bound */
+  lifo_run(64, 2600, 2048); /* 128 KiB of small blocks */
   return NULL;
 }
 
@@ -124,7 +134,7 @@ static void *foreign_over_base(void *arg)
   ts_check_section("foreign_over_base");
   void *b[FEW];
   for (int i = 0; i < FEW; i++) b[i] = hak_malloc(SIZE);
-  for (int i = 0; i < FEW; i++) hak_free(b[i]);   /* the cache grows and holds >= 128 */
+  for (int i = 0; i < FEW; i++) hak_free(b[i]);   /* the cache grows past its base bound */
   void *y = owner_blocks[2];
   hak_free(y);
   void *r = hak_malloc(SIZE);
