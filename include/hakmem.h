@@ -82,6 +82,14 @@ size_t hak_stats_get_classes(hak_class_stats_t *out, size_t n);
  * at exit; docs/statistics.md). */
 void hak_stats_print(FILE *f);
 
+/* The heap profiler (HAKMEM_PROF=1; docs/profiler.md): write the profile of
+ * the sampled blocks to path (NULL: HAKMEM_PROF_FILE, default
+ * hakmem.PID.heap) and their remote frees to path.remote, in the format of
+ * gperftools' heap profiler (`google-pprof --text PROGRAM path`).  Returns
+ * 0, or -1 with errno (ENOTSUP: the profiler is off; the errors of open and
+ * write).  Allocates nothing; safe in a signal handler. */
+int hak_prof_dump(const char *path);
+
 /* Return what this thread's heap caches and every retired mapping to the OS
  * now, instead of after the configured delay.  Never needed for correctness. */
 void hak_collect(void);

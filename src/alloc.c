@@ -22,6 +22,8 @@
 #include "partial.h"
 #include "tcache.h"
 #include "heap.h"
+#include "prof.h"
+#include "prof_dump.h"
 #include "init.h"
 #include "hakmem.h"
 
@@ -38,6 +40,15 @@ static inline bool hak_secure_mode(void)
 }
 
 void *hak_malloc_generic(size_t n);
+
+/* HAKMEM_PROF: the block p of n bytes was just allocated (prof.c may sample
+ * it).  Every allocation comes by here when the profiler is on (the fast
+ * paths are off then); the bootstrap area's blocks are never sampled. */
+static inline void *prof_alloc(void *p, size_t n)
+{
+  if (HAK_UNLIKELY(hak_opt.prof) && p != NULL && !hak_boot_owns(p)) hak_prof_alloc(p, n);
+  return p;
+}
 
 /* ------------------------------------------------------------------ malloc */
 
@@ -139,13 +150,15 @@ static void *small_alloc(size_t n)
 
 /* Sizes from the trailed classes up, and every size while the fast paths
  * are off: a size class, a secure block, or a large block. */
-HAK_NOINLINE void *hak_malloc_generic(size_t n)
+static inline void *malloc_generic(size_t n)
 {
   /* The process's first malloc comes here too (the fast limit starts at 0). */
   if (HAK_UNLIKELY(hak_secure_mode())) return secure_alloc(n, HAK_MIN_ALIGN);
   if (HAK_LIKELY(n <= HAK_SMALL_REQ_MAX)) return small_alloc(n);
   return malloc_large(n);
 }
+
+HAK_NOINLINE void *hak_malloc_generic(size_t n) { return prof_alloc(malloc_generic(n), n); }
 
 void *hak_malloc(size_t n) { return hak_malloc_inline(n); }
 
@@ -233,6 +246,10 @@ static HAK_NOINLINE void *realloc_other(hak_heap_t *h, void *p, size_t n)
   if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
     if (n > HAK_SMALL_REQ_MAX) {
       void *q = large_resize(h, p, n);
+      if (q != NULL && HAK_UNLIKELY(hak_opt.prof)) {   /* for the profiler, a free and a malloc */
+        hak_prof_free(p);
+        prof_alloc(q, n);
+      }
       if (q != NULL) return q;
     }
   } else if (tag != 0) {
@@ -267,7 +284,7 @@ void *hak_reallocarray(void *p, size_t n, size_t size)
 
 /* ------------------------------------------------------------------ calloc */
 
-void *hak_calloc(size_t n, size_t size)
+static void *calloc_any(size_t n, size_t size)
 {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) {
@@ -287,14 +304,15 @@ void *hak_calloc(size_t n, size_t size)
   return p;
 }
 
+void *hak_calloc(size_t n, size_t size) { return prof_alloc(calloc_any(n, size), n * size); }
+
 /* ----------------------------------------------------------------- aligned */
 
 /* align: a power of two.  Up to a page, a size class whose block size is a
  * multiple of align serves it (slabs start page-aligned, so every block of
  * such a class is aligned); beyond, a large mapping. */
-static void *alloc_aligned(size_t align, size_t n)
+static void *alloc_aligned_any(size_t align, size_t n)
 {
-  if (align <= HAK_MIN_ALIGN) return hak_malloc(n);
   if (n > HAK_MAX_ALLOC) {
     errno = ENOMEM;
     return NULL;
@@ -305,6 +323,12 @@ static void *alloc_aligned(size_t align, size_t n)
   if (c >= 0) c = hak_trailed_class(n, align);
   if (c >= 0) return trailed_alloc((size_t)c, n);
   return alloc_large(hak_tls_heap, n, align, false, false);
+}
+
+static void *alloc_aligned(size_t align, size_t n)
+{
+  if (align <= HAK_MIN_ALIGN) return hak_malloc(n);
+  return prof_alloc(alloc_aligned_any(align, n), n);
 }
 
 static bool pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
@@ -356,6 +380,15 @@ void *hak_pvalloc(size_t size)
   }
   size_t rounded = size == 0 ? HAK_PAGE_SIZE : hak_align_up(size, HAK_PAGE_SIZE);
   return alloc_aligned(HAK_PAGE_SIZE, rounded);
+}
+
+/* ---------------------------------------------------------------- profiler */
+
+/* Exported by the preload library too: a program run under it may call it. */
+__attribute__((visibility("default"))) int hak_prof_dump(const char *path)
+{
+  hak_init();
+  return hak_prof_write(path);
 }
 
 /* ---------------------------------------------------------------- collect */

@@ -18,6 +18,8 @@
 #include "registry.h"
 #include "superslab.h"
 #include "heap.h"
+#include "prof.h"
+#include "prof_dump.h"
 
 _Atomic(int) hak_init_state;
 static __thread bool tls_in_init;
@@ -47,6 +49,7 @@ static void fork_prepare(void)
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &fork_saved_mask);
+  hak_prof_before_fork();
   hak_heap_before_fork();
   hak_ss_before_fork();
   hak_registry_before_fork();
@@ -56,6 +59,7 @@ static void fork_parent(void)
   hak_registry_after_fork(false);
   hak_ss_after_fork(false);
   hak_heap_after_fork(false);
+  hak_prof_after_fork();
   pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 }
 static void fork_child(void)
@@ -63,6 +67,7 @@ static void fork_child(void)
   hak_registry_after_fork(true);
   hak_ss_after_fork(true);
   hak_heap_after_fork(true);
+  hak_prof_after_fork();
   pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 }
 
@@ -79,6 +84,7 @@ void hak_init_slow(void)
     hak_size_class_check();
 #endif
     hak_options_init();
+    hak_prof_init();
     hak_stats_init();
     hak_block_init();
     hak_heap_init();
@@ -89,6 +95,8 @@ void hak_init_slow(void)
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     hak_sys_init();
     hak_rcu_register_thread();   /* liburcu maps its reader arena now, not out of memory */
+    hak_prof_start();            /* loads the unwinder */
+    hak_prof_dump_init();
     errno = saved;
     return;
   }

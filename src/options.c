@@ -51,11 +51,44 @@
   X(large_cache, "HAKMEM_LARGE_CACHE_KB", "KiB", 10, 65536, 0, 1073741824,                                 \
     "committed pages of freed large mappings kept for reuse (16 mappings at most, registered; above a "   \
     "quarter of this, at most half the large bytes still live); pages idle past the purge delay are "     \
-    "given back")
+    "given back")                                                                                        \
+  X(prof, "HAKMEM_PROF", "", 0, 0, 0, 1,                                                                   \
+    "`1`: the sampling heap profiler (docs/profiler.md): call stacks of sampled blocks, written at exit " \
+    "in the heap-profile format of `google-pprof` to `HAKMEM_PROF_FILE`, and the remote frees per "      \
+    "allocation site to that file's `.remote`.  Turns the fast paths off, as statistics do")              \
+  X(prof_sample, "HAKMEM_PROF_SAMPLE", "bytes", 0, 524288, 1, 1099511627776,                               \
+    "the profiler samples one block per this many bytes allocated, on average (random exponential "     \
+    "intervals)")                                                                                         \
+  X(prof_signal, "HAKMEM_PROF_SIGNAL", "", 0, 0, 0, 64,                                                    \
+    "with the profiler: this signal (e.g. 12, SIGUSR2) writes the profile to `HAKMEM_PROF_FILE.N` "      \
+    "(N = 1, 2, ...) from the signal handler, the program running on; `0`: none")                        \
+  X(prof_leaks, "HAKMEM_PROF_LEAKS", "", 0, 0, 0, 1,                                                       \
+    "with the profiler: at exit, list the allocation sites of sampled blocks still live on stderr, "     \
+    "largest first, symbolised")
 
 #define HAK_OPT_INIT(field, name, unit, shift, def, min, max, doc) \
   .field = (__typeof__(((hak_options_t *)0)->field))((uint64_t)(def) << (shift)),
 hak_options_t hak_opt = { HAK_OPTIONS(HAK_OPT_INIT) };
+
+/* The options that hold a path.  S(field, name, default, meaning): the
+ * value is copied into hak_opt.field (at most its size less one byte: a
+ * longer one is reported and ignored); the default is the meaning of an
+ * empty field, as the README shows it. */
+#define HAK_STR_OPTIONS(S)                                                                                \
+  S(prof_file, "HAKMEM_PROF_FILE", "`hakmem.PID.heap`",                                                    \
+    "with the profiler: the profile written at exit (a fork child writing to a file named here writes "  \
+    "to `FILE.PID`)")
+
+typedef struct hak_str_option_def {
+  const char *name;
+  char *field;
+  size_t size;
+  const char *def, *doc;
+} hak_str_option_def_t;
+
+#define HAK_STR_OPT_DEF(f, name, def, doc) { name, hak_opt.f, sizeof hak_opt.f, def, doc },
+static const hak_str_option_def_t str_options[] = { HAK_STR_OPTIONS(HAK_STR_OPT_DEF) };
+#define N_STR_OPTIONS (sizeof str_options / sizeof *str_options)
 
 /* hak_malloc's fast path serves n below it: every class without a trailer
  * (HAK_UNTRAILED_MAX + 1) once initialised, 0 before (the first malloc
@@ -158,6 +191,14 @@ static void print_verbose(hak_out_t *o, const bool *from_env)
     print_range(o, d);
     hak_out_str(o, ")\n");
   }
+  for (size_t i = 0; i < N_STR_OPTIONS; i++) {
+    const hak_str_option_def_t *d = &str_options[i];
+    hak_out_str(o, "hakmem: option ");
+    hak_out_str(o, d->name);
+    hak_out_str(o, "=");
+    hak_out_str(o, d->field);
+    hak_out_str(o, *d->field ? " (from the environment)\n" : " (default)\n");
+  }
 }
 
 static void print_markdown(hak_out_t *o)
@@ -174,6 +215,41 @@ static void print_markdown(hak_out_t *o)
     hak_out_str(o, " | ");
     hak_out_str(o, d->doc);
     hak_out_str(o, " |\n");
+  }
+  for (size_t i = 0; i < N_STR_OPTIONS; i++) {
+    const hak_str_option_def_t *d = &str_options[i];
+    hak_out_str(o, "| `");
+    hak_out_str(o, d->name);
+    hak_out_str(o, "` | ");
+    hak_out_str(o, d->def);
+    hak_out_str(o, " | a path | ");
+    hak_out_str(o, d->doc);
+    hak_out_str(o, " |\n");
+  }
+}
+
+/* The path options: copied whole or not at all. */
+static void init_str_options(hak_out_t *o)
+{
+  for (size_t i = 0; i < N_STR_OPTIONS; i++) {
+    const hak_str_option_def_t *d = &str_options[i];
+    d->field[0] = 0;
+    const char *s = getenv(d->name);
+    if (s == NULL) continue;
+    size_t n = 0;
+    while (s[n] != 0 && n < d->size) n++;
+    if (n < d->size) {
+      for (size_t k = 0; k <= n; k++) d->field[k] = s[k];
+      continue;
+    }
+    hak_out_str(o, "hakmem: ignoring ");
+    hak_out_str(o, d->name);
+    hak_out_str(o, "=");
+    out_value(o, s);
+    hak_out_str(o, ": longer than ");
+    hak_out_u64(o, d->size - 1, 0);
+    hak_out_str(o, " bytes; using the default\n");
+    hak_out_flush(o);
   }
 }
 
@@ -206,8 +282,9 @@ void hak_options_init(void)
     hak_out_str(&o, "\n");
     hak_out_flush(&o);
   }
+  init_str_options(&o);
   if (hak_opt.verbose == 1) print_verbose(&o, from_env);
   if (hak_opt.verbose == 2) print_markdown(&o);
   hak_out_flush(&o);
-  hak_fast_limit = hak_opt.secure || hak_opt.stats ? 0 : HAK_UNTRAILED_MAX + 1;
+  hak_fast_limit = hak_opt.secure || hak_opt.stats || hak_opt.prof ? 0 : HAK_UNTRAILED_MAX + 1;
 }

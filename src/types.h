@@ -195,6 +195,11 @@ typedef struct hak_options {
   uint32_t retire_batch;     /* HAKMEM_RETIRE_BATCH: regions per grace period */
   uint32_t ss_cache;         /* HAKMEM_SS_CACHE: empty SuperSlabs kept for any heap */
   size_t large_cache;        /* HAKMEM_LARGE_CACHE_KB: freed large mappings kept */
+  uint8_t prof;              /* HAKMEM_PROF: the sampling heap profiler (prof.c) */
+  uint8_t prof_leaks;        /* HAKMEM_PROF_LEAKS: live sampled sites at exit */
+  uint8_t prof_signal;       /* HAKMEM_PROF_SIGNAL: the signal that writes a profile */
+  size_t prof_sample;        /* HAKMEM_PROF_SAMPLE: mean bytes between samples */
+  char prof_file[256];       /* HAKMEM_PROF_FILE: the profile's path; "" = default */
 } hak_options_t;
 
 /* ------------------------------------------------------------------- heaps */
@@ -402,5 +407,65 @@ typedef struct hak_global_stats {
   _Atomic(uint64_t) ss_purged, purged_bytes;   /* purge passes over a SuperSlab's free units */
   _Atomic(uint64_t) heaps_abandoned, ss_adopted;
 } hak_global_stats_t;
+
+/* ----------------------------------------------------------------- profiler */
+
+#define HAK_PROF_SITES 4096          /* allocation sites (call stacks) kept */
+#define HAK_PROF_BLOCKS (1u << 17)   /* sampled blocks live at once, at most */
+#define HAK_PROF_FILTER 4096         /* buckets of the free path's filter */
+#define HAK_PROF_DEPTH 32            /* frames kept per stack */
+#define HAK_PROF_FX 65536            /* block estimates are kept in 1/65536ths */
+
+/* One allocation site of the heap profiler (prof.c): a call stack and the
+ * estimates of what was allocated there.  key: 0 free, 1 being written by
+ * the thread that claimed it (CAS from 0), else the stack's hash (>= 2);
+ * depth and pc are written by that thread before it stores the hash
+ * (release) and never after, so a reader that loads a hash (acquire) reads
+ * them.  The counters are sums of the sampled blocks' weights (bytes, and
+ * blocks in 1/HAK_PROF_FX), each updated with relaxed fetch_add: alloc_*
+ * and live_* added by the allocating thread, live_* subtracted by the
+ * freeing thread (never below zero: a block's subtraction happens after its
+ * addition), remote_* added by a freeing thread that is not the allocating
+ * one.  A site is never freed. */
+typedef struct hak_prof_site {
+  _Atomic(uint64_t) key;
+  uint32_t depth;                    /* 1..HAK_PROF_DEPTH */
+  uintptr_t pc[HAK_PROF_DEPTH];      /* return addresses, innermost first */
+  _Atomic(uint64_t) alloc_bytes, alloc_fx, live_bytes, live_fx, remote_bytes, remote_fx;
+} hak_prof_site_t;
+
+/* A sampled block, live (prof.c).  key: 0 never used, 1 being written, 2
+ * removed (reusable), else the block's address.  The allocating thread
+ * claims a slot (CAS from 0 or 2 to 1), writes the other fields (relaxed)
+ * and stores the address (release); the freeing thread loads the address
+ * (acquire), reads the fields, then removes it (CAS to 2, release: a later
+ * claim of the slot, acquire, writes after those reads). */
+typedef struct hak_prof_block {
+  _Atomic(uintptr_t) key;
+  _Atomic(uint32_t) site;            /* index into hak_prof_tables_t.sites */
+  _Atomic(uint32_t) tid;             /* the allocating thread's profiler id */
+  _Atomic(uint64_t) bytes;           /* weight: bytes this sample stands for */
+  _Atomic(uint64_t) fx;              /* weight: blocks, in 1/HAK_PROF_FX */
+} hak_prof_block_t;
+
+/* The profiler's tables: one mapping (os.c), made at start-up, never
+ * unmapped.  filter[i] counts the live sampled blocks whose page hashes to
+ * i (incremented before a block's address is published, decremented after
+ * it is removed: relaxed, each free of such a block happens after its
+ * allocation), so most frees skip the lookup. */
+typedef struct hak_prof_tables {
+  _Atomic(uint32_t) filter[HAK_PROF_FILTER];
+  hak_prof_block_t blocks[HAK_PROF_BLOCKS];
+  hak_prof_site_t sites[HAK_PROF_SITES];
+} hak_prof_tables_t;
+
+/* The profiler's own counts (prof.c, relaxed fetch_add by any thread). */
+typedef struct hak_prof_counts {
+  _Atomic(uint64_t) samples;         /* blocks sampled */
+  _Atomic(uint64_t) lost_sites;      /* samples whose stack found no free site: not counted */
+  _Atomic(uint64_t) lost_blocks;     /* sampled blocks not recorded live: table full */
+  _Atomic(uint64_t) lost_fork;       /* samples dropped while a fork was under way */
+  _Atomic(uint64_t) recursions;      /* mallocs made by the profiler itself (unwinder): expected 0 */
+} hak_prof_counts_t;
 
 #endif /* HAKMEM_TYPES_H */
