@@ -6,7 +6,7 @@
  *   <live blocks>: <live bytes> [<alloc blocks>: <alloc bytes>] @ 0xpc1 0xpc2 ...   (one line per site)
  *
  *   MAPPED_LIBRARIES:
- *   <a copy of /proc/self/maps>
+ *   <a copy of /proc/self/maps>   (of /proc/thread-self/maps: see w_maps)
  *
  * The figures are the profiler's estimates (prof.c), already scaled for the
  * sampling: the type "heapprofile" tells pprof not to scale them again.
@@ -142,10 +142,13 @@ static void w_figures(writer_t *w, const figures_t *f)
   w_str(w, "] @");
 }
 
-/* Copy /proc/self/maps. */
+/* Copy the process's maps: /proc/thread-self/maps, which a process whose
+ * main thread has exited (pthread_exit) still has (/proc/self/maps is then
+ * empty). */
 static void w_maps(writer_t *w)
 {
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  int fd = open("/proc/thread-self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
   char b[1024];
   for (;;) {

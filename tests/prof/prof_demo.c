@@ -14,12 +14,15 @@
  *                   ends when the last thread, which calls exit(), ends
  *     dump FILE     the two sites, then hak_prof_dump(FILE) (exit 3 if it
  *                   fails)
+ *     signal        the two sites, then raise(SIGUSR2) (HAKMEM_PROF_SIGNAL=12
+ *                   writes a profile from the handler), then exit
  *
  * Prints the truth on stdout: "leak_bytes=N leak_blocks=N remote_bytes=N
  * remote_blocks=N".  Built with -O1 -fno-inline so each site is a frame of
  * its own; the profiler unwinds with DWARF, frame pointers or not. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +127,7 @@ int main(int argc, char **argv)
     pthread_create(&t, NULL, last_thread, &self);
     pthread_exit(NULL);
   }
+  if (strcmp(mode, "signal") == 0) raise(SIGUSR2);
   if (strcmp(mode, "dump") == 0 && argc > 2) {
     if (hak_prof_dump == NULL || hak_prof_dump(argv[2]) != 0) {
       perror("hak_prof_dump");
