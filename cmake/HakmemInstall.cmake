@@ -151,7 +151,7 @@ find_program(HAKMEM_DPKG_SHLIBDEPS dpkg-shlibdeps)
 if(HAKMEM_DPKG_SHLIBDEPS)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 else()
-  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.34), liburcu8 (>= 0.13), libck0 (>= 0.7)")
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.34), liburcu8 (>= 0.13), libck0 (>= 0.7), libunwind8")
 endif()
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "liburcu-dev, libck-dev, pkg-config")
 # The shlibs file (dpkg-shlibdeps of packages linking libhakmem.so.0) and the

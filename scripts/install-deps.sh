@@ -14,9 +14,11 @@ set -euo pipefail
 # pkgconf, dpkg-dev: the install and package tests (tests/install/).
 pkgs=(cmake gcc g++ make binutils liburcu-dev libck-dev python3 procps pkgconf dpkg-dev
       pigz zstd xz-utils coreutils git memcached redis-server redis-tools
-      clang libclang-rt-14-dev)   # libFuzzer: scripts/fuzz.sh (run by test.sh)
+      clang libclang-rt-14-dev    # libFuzzer: scripts/fuzz.sh (run by test.sh)
+      libunwind-dev google-perftools graphviz)   # the heap profiler: its unwinder; pprof for tests/prof/
 if [[ "${1:-}" == "--bench" || "${1:-}" == "--all" ]]; then
-  pkgs+=(libmimalloc-dev libjemalloc-dev libtcmalloc-minimal4 gnuplot-nox valgrind time)
+  pkgs+=(libmimalloc-dev libjemalloc-dev libtcmalloc-minimal4 gnuplot-nox valgrind time
+         librsvg2-bin)   # docs/profiler.png from google-pprof --svg
 fi
 
 missing=()

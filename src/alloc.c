@@ -41,12 +41,18 @@ static inline bool hak_secure_mode(void)
 
 void *hak_malloc_generic(size_t n);
 
-/* HAKMEM_PROF: the block p of n bytes was just allocated (prof.c may sample
- * it).  Every allocation comes by here when the profiler is on (the fast
- * paths are off then); the bootstrap area's blocks are never sampled. */
-static inline void *prof_alloc(void *p, size_t n)
+static void *alloc_large(hak_heap_t *h, size_t n, size_t align, bool zero, bool grow);
+
+/* HAKMEM_PROF: this thread's countdown ran out (prof.h, hak_prof_due): the
+ * block of n bytes is sampled.  It gets a mapping of its own (large.c), so
+ * that its free, by whichever thread, misses owned[] and comes by
+ * hak_free_generic, where the profiler takes it back: the fast paths stay
+ * on while profiling. */
+static HAK_NOINLINE void *prof_sampled(size_t n, size_t align, bool zero)
 {
-  if (HAK_UNLIKELY(hak_opt.prof) && p != NULL && !hak_boot_owns(p)) hak_prof_alloc(p, n);
+  hak_prof_rearm();
+  void *p = alloc_large(hak_tls_heap, n, align < HAK_MIN_ALIGN ? HAK_MIN_ALIGN : align, zero || hak_opt.secure, false);
+  hak_prof_record(p, n);
   return p;
 }
 
@@ -79,6 +85,7 @@ static HAK_NOINLINE void *alloc_refill(hak_heap_t *h, size_t cls)
 static HAK_INLINE void *hak_malloc_inline(size_t n)
 {
   if (HAK_LIKELY(n < hak_fast_limit)) {
+    if (hak_prof_due(n)) return prof_sampled(n, HAK_MIN_ALIGN, false);
     hak_heap_t *h = hak_tls_heap;
     size_t c = hak_size_class(n);
     void *p = hak_heap_pop(h, c);
@@ -158,7 +165,11 @@ static inline void *malloc_generic(size_t n)
   return malloc_large(n);
 }
 
-HAK_NOINLINE void *hak_malloc_generic(size_t n) { return prof_alloc(malloc_generic(n), n); }
+HAK_NOINLINE void *hak_malloc_generic(size_t n)
+{
+  if (hak_prof_due(n) && n <= HAK_MAX_ALLOC) return prof_sampled(n, HAK_MIN_ALIGN, false);
+  return malloc_generic(n);
+}
 
 void *hak_malloc(size_t n) { return hak_malloc_inline(n); }
 
@@ -248,7 +259,10 @@ static HAK_NOINLINE void *realloc_other(hak_heap_t *h, void *p, size_t n)
       void *q = large_resize(h, p, n);
       if (q != NULL && HAK_UNLIKELY(hak_opt.prof)) {   /* for the profiler, a free and a malloc */
         hak_prof_free(p);
-        prof_alloc(q, n);
+        if (hak_prof_due(n)) {
+          hak_prof_rearm();
+          hak_prof_record(q, n);
+        }
       }
       if (q != NULL) return q;
     }
@@ -304,7 +318,13 @@ static void *calloc_any(size_t n, size_t size)
   return p;
 }
 
-void *hak_calloc(size_t n, size_t size) { return prof_alloc(calloc_any(n, size), n * size); }
+void *hak_calloc(size_t n, size_t size)
+{
+  size_t total;
+  if (!__builtin_mul_overflow(n, size, &total) && total <= HAK_MAX_ALLOC && hak_prof_due(total))
+    return prof_sampled(total, HAK_MIN_ALIGN, true);
+  return calloc_any(n, size);
+}
 
 /* ----------------------------------------------------------------- aligned */
 
@@ -328,7 +348,8 @@ static void *alloc_aligned_any(size_t align, size_t n)
 static void *alloc_aligned(size_t align, size_t n)
 {
   if (align <= HAK_MIN_ALIGN) return hak_malloc(n);
-  return prof_alloc(alloc_aligned_any(align, n), n);
+  if (n <= HAK_MAX_ALLOC && hak_prof_due(n)) return prof_sampled(n, align, false);
+  return alloc_aligned_any(align, n);
 }
 
 static bool pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }

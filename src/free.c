@@ -75,7 +75,6 @@ static void free_foreign(hak_heap_t *h, void *p)
 static HAK_NOINLINE void free_remote_checked(hak_heap_t *h, hak_superslab_t *ss, hak_slab_t *s, void *p)
 {
   if (!hak_slab_is_block_remote(s, p) || hak_block_is_free((hak_block_t *)p)) free_invalid(p, false);
-  if (HAK_UNLIKELY(hak_opt.prof)) hak_prof_free(p);   /* before the block can be reused */
   if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, false);
   else if (hak_class_trailed(s->cls)) trailer_free_checked(h, s, p);
   /* Counted before the push: then the owner may reuse the slab. */
@@ -153,7 +152,6 @@ static void free_local_checked(hak_heap_t *h, void *p)
 {
   hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
   if (!hak_slab_is_block(s, p) || hak_block_is_free((hak_block_t *)p)) free_invalid(p, true);
-  if (HAK_UNLIKELY(hak_opt.prof)) hak_prof_free(p);   /* before the block can be reused */
   if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, true);
   else if (hak_class_trailed(s->cls)) trailer_free_checked(h, s, p);
   hak_count(&h->stats.frees[s->cls], 1);
@@ -214,7 +212,7 @@ HAK_NOINLINE void hak_free_generic(hak_heap_t *h, void *p)
   if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
     hak_large_t *l = hak_large_of(tag, p);
     if (l == NULL) hak_fatal("free(): invalid pointer into a large block", p);
-    if (HAK_UNLIKELY(hak_opt.prof)) hak_prof_free(p);
+    if (HAK_UNLIKELY(hak_opt.prof)) hak_prof_free(p);   /* a sampled block (alloc.c, prof_sampled)? */
     hak_large_t *retire = hak_large_free(h, l, p);
     hak_rcu_read_unlock();
     if (retire != NULL) hak_large_retire(retire);  /* outside the read section */

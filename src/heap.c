@@ -19,6 +19,7 @@
 #include "large.h"
 #include "partial.h"
 #include "tcache.h"
+#include "prof.h"
 
 #define SENTINEL_CUR { [0 ... HAK_NUM_CLASSES - 1] = &hak_slab_sentinel }
 #define NONE_OWNED { [0 ... HAK_OWNED_SLOTS - 1] = HAK_OWNED_NONE }
@@ -399,6 +400,7 @@ static hak_heap_t *thread_start(bool warm, hak_heap_t *want)
   hak_heap_t *h = heap_acquire(warm, want);
   if (h == NULL) return NULL;
   hak_tls_heap = h;                      /* before setspecific, which may allocate */
+  if (HAK_UNLIKELY(hak_opt.prof)) hak_prof_thread_start();   /* the first sampling interval */
   if (pthread_setspecific(heap_key, h) != 0) {  /* runs heap_thread_exit at thread exit */
     /* ENOMEM: glibc allocates the key's second-level array (keys >= 32) and
      * that failed.  Without the key the heap would never be abandoned, its

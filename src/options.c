@@ -55,7 +55,7 @@
   X(prof, "HAKMEM_PROF", "", 0, 0, 0, 1,                                                                   \
     "`1`: the sampling heap profiler (docs/profiler.md): call stacks of sampled blocks, written at exit " \
     "in the heap-profile format of `google-pprof` to `HAKMEM_PROF_FILE`, and the remote frees per "      \
-    "allocation site to that file's `.remote`.  Turns the fast paths off, as statistics do")              \
+    "allocation site to that file's `.remote`.  Each sampled block gets a mapping of its own")              \
   X(prof_sample, "HAKMEM_PROF_SAMPLE", "bytes", 0, 524288, 1, 1099511627776,                               \
     "the profiler samples one block per this many bytes allocated, on average (random exponential "     \
     "intervals)")                                                                                         \
@@ -286,5 +286,5 @@ void hak_options_init(void)
   if (hak_opt.verbose == 1) print_verbose(&o, from_env);
   if (hak_opt.verbose == 2) print_markdown(&o);
   hak_out_flush(&o);
-  hak_fast_limit = hak_opt.secure || hak_opt.stats || hak_opt.prof ? 0 : HAK_UNTRAILED_MAX + 1;
+  hak_fast_limit = hak_opt.secure || hak_opt.stats ? 0 : HAK_UNTRAILED_MAX + 1;
 }

@@ -14,10 +14,11 @@
  * blocks.  A sample that finds no room is counted lost, never allocated
  * for.  Everything is lock-free: slots are claimed with a CAS.
  *
- * The hooks (prof.h) run on the out-of-line paths of alloc.c and free.c,
- * which every malloc and free takes while the profiler is on: the fast
- * paths are off then (options.c).  A free looks at one filter counter;
- * only a free of a page with sampled blocks looks the block up.
+ * The fast paths stay on: malloc's counts down (prof.h, hak_prof_due), and
+ * a sampled block is served by a mapping of its own (alloc.c,
+ * prof_sampled), whose free, by any thread, comes by hak_free_generic and
+ * hak_prof_free.  There a free looks at one filter counter; only a free of
+ * a page with sampled blocks looks the block up.
  *
  * Signals: nothing here takes a lock.  A malloc made while this thread
  * captures a stack (by the unwinder, or by a signal handler) is not
@@ -38,7 +39,7 @@ static hak_prof_counts_t counts;
 static double interval;                       /* HAKMEM_PROF_SAMPLE, written at init */
 
 /* This thread's sampling state, its own. */
-__thread uint64_t hak_prof_left;               /* bytes before the next sample */
+__thread int64_t hak_prof_left = INT64_MAX;    /* bytes before the next sample (prof.h) */
 static __thread uint64_t tls_rng;              /* xorshift state, 0 until seeded */
 static __thread uint32_t tls_tid;              /* profiler thread id, 0 until needed */
 static __thread uint32_t tls_inside;           /* recording sections entered (nested: a signal) */
@@ -270,8 +271,21 @@ static HAK_NOINLINE void sample(hak_prof_tables_t *t, void *p, size_t n)
   count(&site->live_fx, fx);
 }
 
-/* hak_prof_left ran out (or was never set: the thread's first call). */
-void hak_prof_alloc_slow(void *p, size_t n)
+void hak_prof_rearm(void)
+{
+  if (!hak_opt.prof) {
+    hak_prof_left = INT64_MAX;
+    return;
+  }
+  if (HAK_UNLIKELY(tls_rng == 0)) rng_seed();
+  hak_prof_left = (int64_t)next_interval();
+}
+
+void hak_prof_thread_start(void) { hak_prof_rearm(); }
+
+/* The countdown ran out inside this block (the next interval starts after
+ * it: exponential intervals have no memory, the process stays Poisson). */
+void hak_prof_record(void *p, size_t n)
 {
   hak_prof_tables_t *t = atomic_load_explicit(&hak_prof_tables, memory_order_acquire);
   if (t == NULL || p == NULL) return;
@@ -279,22 +293,11 @@ void hak_prof_alloc_slow(void *p, size_t n)
     count(&counts.recursions, 1);
     return;
   }
-  if (HAK_UNLIKELY(tls_rng == 0)) {
-    rng_seed();
-    hak_prof_left = next_interval();
-    if (hak_prof_left > n) {
-      hak_prof_left -= n;
-      return;
-    }
-  }
-  /* The interval ran out inside this block.  The next one starts after it
-   * (exponential intervals have no memory: the process stays Poisson). */
-  hak_prof_left = next_interval();
   if (!enter(false)) {
     count(&counts.lost_fork, 1);
     return;
   }
-  sample(t, p, n);
+  sample(t, p, n == 0 ? 1 : n);
   leave();
 }
 

@@ -13,12 +13,26 @@ void hak_prof_init(void);
 void hak_prof_start(void);
 bool hak_prof_active(void);          /* sampling (tables mapped, unwinder loaded) */
 
-/* The block p of n bytes was just allocated / the live block p is being
- * freed (before it can be reused).  Called only with HAKMEM_PROF=1 (the
- * fast paths are off then, so every malloc and free comes by them). */
-void hak_prof_alloc_slow(void *p, size_t n);
+/* Which allocations are sampled: each thread counts down the bytes it
+ * allocates (hak_prof_due, on malloc's fast path too: a subtraction from a
+ * thread-local and a branch); when the count runs out the allocation is
+ * sampled.  Every thread starts at INT64_MAX, which no thread allocates:
+ * with the profiler off nothing is ever sampled; with it on,
+ * hak_prof_thread_start (heap.c, as a thread gets its heap) draws the
+ * thread's first interval. */
+extern HAK_HIDDEN __thread int64_t hak_prof_left;
+static inline bool hak_prof_due(size_t n)
+{
+  hak_prof_left -= (int64_t)n;
+  return HAK_UNLIKELY(hak_prof_left < 0);
+}
+void hak_prof_thread_start(void);
+void hak_prof_rearm(void);                 /* the next interval, after a sample */
+
+/* Record the sampled block p of n bytes (a block with a mapping of its own,
+ * whose free comes by hak_free_generic: see alloc.c, prof_sampled). */
+void hak_prof_record(void *p, size_t n);
 void hak_prof_free_slow(void *p);
-extern HAK_HIDDEN __thread uint64_t hak_prof_left;   /* bytes before this thread's next sample */
 extern HAK_HIDDEN hak_prof_tables_t *_Atomic hak_prof_tables;
 
 static inline uint32_t hak_prof_filter_index(uintptr_t p)
@@ -26,16 +40,8 @@ static inline uint32_t hak_prof_filter_index(uintptr_t p)
   return (uint32_t)(((p >> 12) * 0x9e3779b97f4a7c15ull) >> (64 - 12));
 }
 
-static inline void hak_prof_alloc(void *p, size_t n)
-{
-  if (n == 0) n = 1;
-  if (HAK_LIKELY(hak_prof_left > n)) {
-    hak_prof_left -= n;
-    return;
-  }
-  hak_prof_alloc_slow(p, n);
-}
-
+/* The live block p is being freed (before it can be reused): if sampled,
+ * its record goes. */
 static inline void hak_prof_free(void *p)
 {
   hak_prof_tables_t *t = atomic_load_explicit(&hak_prof_tables, memory_order_acquire);
