@@ -43,17 +43,45 @@ void *hak_malloc_generic(size_t n);
 
 static void *alloc_large(hak_heap_t *h, size_t n, size_t align, bool zero, bool grow);
 
-/* HAKMEM_PROF: this thread's countdown ran out (prof.h, hak_prof_due): the
- * block of n bytes is sampled.  It gets a mapping of its own (large.c), so
- * that its free, by whichever thread, misses owned[] and comes by
- * hak_free_generic, where the profiler takes it back: the fast paths stay
- * on while profiling. */
-static HAK_NOINLINE void *prof_sampled(size_t n, size_t align, bool zero)
+/* HAKMEM_PROF: a block of n bytes aligned to align to be sampled (the
+ * countdown ran out), or NULL (then the caller allocates as usual).  A
+ * sampled block of up to a page is a slot of the profiler's region
+ * (prof.c), a larger one a large block: the free of either, by whichever
+ * thread, misses owned[] and comes by hak_free_generic, where the profiler
+ * takes it back, so the fast paths stay on while profiling. */
+static HAK_NOINLINE void *prof_sampled(hak_heap_t *h, size_t n, size_t align, bool zero)
 {
-  hak_prof_rearm();
-  void *p = alloc_large(hak_tls_heap, n, align < HAK_MIN_ALIGN ? HAK_MIN_ALIGN : align, zero || hak_opt.secure, false);
+  h->prof_left = hak_prof_next_left();
+  if (!hak_prof_active()) return NULL;
+  void *p;
+  if (n <= HAK_PAGE_SIZE && align <= HAK_PAGE_SIZE) {
+    p = hak_prof_slot_alloc();
+    if (p == NULL) return NULL;   /* every slot live: not sampled */
+    if (zero || hak_opt.secure) memset(p, 0, n);
+  } else {
+    p = alloc_large(h, n, align < HAK_MIN_ALIGN ? HAK_MIN_ALIGN : align, zero || hak_opt.secure, false);
+  }
   hak_prof_record(p, n);
   return p;
+}
+
+/* The countdown of a live heap on malloc's slow paths (a static placeholder
+ * heap is never written); true: sample this allocation. */
+static inline bool prof_due(hak_heap_t *h, size_t n)
+{
+  if (h->state != HAK_HEAP_LIVE) return false;
+  h->prof_left -= (int64_t)n;
+  return HAK_UNLIKELY(h->prof_left < 0);
+}
+
+/* malloc's fast path popped p (class c) for n bytes and the countdown ran
+ * out: p goes back and a sampled block comes instead. */
+static HAK_NOINLINE void *prof_sample_popped(hak_heap_t *h, void *p, size_t n)
+{
+  void *q = prof_sampled(h, n, HAK_MIN_ALIGN, false);
+  if (q == NULL) return p;
+  hak_free(p);
+  return q;
 }
 
 /* ------------------------------------------------------------------ malloc */
@@ -63,11 +91,13 @@ static HAK_NOINLINE void *prof_sampled(size_t n, size_t align, bool zero)
  * initialised (a malloc that recurses into the initialisation gets a block
  * of the bootstrap area); a thread whose heap was abandoned gets the block
  * from a heap of its own for just that block. */
-static HAK_NOINLINE void *alloc_refill(hak_heap_t *h, size_t cls)
+static HAK_NOINLINE void *alloc_refill(hak_heap_t *h, size_t cls, size_t n)
 {
   if (HAK_LIKELY(h->state == HAK_HEAP_LIVE)) {
     if (HAK_UNLIKELY(h->heir_tag != 0)) h = hak_heap_inherit(h);
-    return hak_heap_refill(h, cls);
+    void *p = hak_heap_refill(h, cls);
+    if (HAK_UNLIKELY(prof_due(h, n)) && p != NULL) return prof_sample_popped(h, p, n);
+    return p;
   }
   if (h->state == HAK_HEAP_DEAD) return hak_heap_alloc_orphan(cls);
   hak_init();
@@ -85,12 +115,16 @@ static HAK_NOINLINE void *alloc_refill(hak_heap_t *h, size_t cls)
 static HAK_INLINE void *hak_malloc_inline(size_t n)
 {
   if (HAK_LIKELY(n < hak_fast_limit)) {
-    if (hak_prof_due(n)) return prof_sampled(n, HAK_MIN_ALIGN, false);
     hak_heap_t *h = hak_tls_heap;
     size_t c = hak_size_class(n);
     void *p = hak_heap_pop(h, c);
-    if (HAK_LIKELY(p != NULL)) return p;
-    return alloc_refill(h, c);
+    /* A pop succeeded: h is a live heap (the placeholders have no block),
+     * whose countdown this thread alone writes (prof.h). */
+    if (HAK_LIKELY(p != NULL)) {
+      if (HAK_UNLIKELY((h->prof_left -= (int64_t)n) < 0)) return prof_sample_popped(h, p, n);
+      return p;
+    }
+    return alloc_refill(h, c, n);
   }
   return hak_malloc_generic(n);
 }
@@ -107,7 +141,7 @@ static void count_alloc(const void *p, size_t cls)
 static void *alloc_counted(hak_heap_t *h, size_t cls)
 {
   void *p = hak_heap_pop(h, cls);
-  if (p == NULL) p = alloc_refill(h, cls);
+  if (p == NULL) p = alloc_refill(h, cls, 0);
   if (HAK_UNLIKELY(hak_opt.stats) && p != NULL) count_alloc(p, cls);
   return p;
 }
@@ -167,7 +201,11 @@ static inline void *malloc_generic(size_t n)
 
 HAK_NOINLINE void *hak_malloc_generic(size_t n)
 {
-  if (hak_prof_due(n) && n <= HAK_MAX_ALLOC) return prof_sampled(n, HAK_MIN_ALIGN, false);
+  hak_heap_t *h = hak_tls_heap;
+  if (n <= HAK_MAX_ALLOC && prof_due(h, n)) {
+    void *q = prof_sampled(h, n, HAK_MIN_ALIGN, false);
+    if (q != NULL) return q;
+  }
   return malloc_generic(n);
 }
 
@@ -254,13 +292,14 @@ static HAK_NOINLINE void *realloc_other(hak_heap_t *h, void *p, size_t n)
   }
   size_t old = tag == 0 ? hak_boot_size(p) : usable_size(h, p, tag);
   if (tag != 0 && old == 0) hak_fatal("realloc(): pointer was freed", p);
+  if (tag == HAK_TAG_PROF) return realloc_move(h, p, old, n);   /* the profiler's: a free and a malloc */
   if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {
     if (n > HAK_SMALL_REQ_MAX) {
       void *q = large_resize(h, p, n);
       if (q != NULL && HAK_UNLIKELY(hak_opt.prof)) {   /* for the profiler, a free and a malloc */
         hak_prof_free(p);
-        if (hak_prof_due(n)) {
-          hak_prof_rearm();
+        if (prof_due(h, n)) {
+          h->prof_left = hak_prof_next_left();
           hak_prof_record(q, n);
         }
       }
@@ -321,8 +360,11 @@ static void *calloc_any(size_t n, size_t size)
 void *hak_calloc(size_t n, size_t size)
 {
   size_t total;
-  if (!__builtin_mul_overflow(n, size, &total) && total <= HAK_MAX_ALLOC && hak_prof_due(total))
-    return prof_sampled(total, HAK_MIN_ALIGN, true);
+  hak_heap_t *h = hak_tls_heap;
+  if (!__builtin_mul_overflow(n, size, &total) && total <= HAK_MAX_ALLOC && prof_due(h, total)) {
+    void *q = prof_sampled(h, total, HAK_MIN_ALIGN, true);
+    if (q != NULL) return q;
+  }
   return calloc_any(n, size);
 }
 
@@ -348,7 +390,11 @@ static void *alloc_aligned_any(size_t align, size_t n)
 static void *alloc_aligned(size_t align, size_t n)
 {
   if (align <= HAK_MIN_ALIGN) return hak_malloc(n);
-  if (n <= HAK_MAX_ALLOC && hak_prof_due(n)) return prof_sampled(n, align, false);
+  hak_heap_t *h = hak_tls_heap;
+  if (n <= HAK_MAX_ALLOC && prof_due(h, n)) {
+    void *q = prof_sampled(h, n, align, false);
+    if (q != NULL) return q;
+  }
   return alloc_aligned_any(align, n);
 }
 

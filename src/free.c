@@ -188,6 +188,10 @@ HAK_NOINLINE void hak_free_generic(hak_heap_t *h, void *p)
   uintptr_t tag = hak_map_get(p);
   if (tag == h->tag) { free_local(h, p); return; }
   if (tag == 0) { free_foreign(h, p); return; }
+  if (HAK_UNLIKELY(tag == HAK_TAG_PROF)) {  /* a sampled block (alloc.c, prof_sampled): never unmapped */
+    hak_prof_slot_free(p);
+    return;
+  }
   if (HAK_UNLIKELY(tag == h->heir_tag)) {  /* the heap this thread wanted (heap.c) */
     h = hak_heap_inherit(h);
     if (tag == h->tag) { free_local(h, p); return; }
@@ -269,6 +273,7 @@ static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
     if (!hak_slab_is_block(s, p)) hak_fatal("not a block start", p);
     return slab_usable(s, p);
   }
+  if (tag == HAK_TAG_PROF) return hak_prof_slot_usable(p);
   size_t n = 0;
   hak_rcu_read_lock();
   tag = hak_map_get(p);

@@ -26,9 +26,11 @@
 
 hak_slab_t hak_slab_sentinel;  /* free == NULL forever: every pop misses */
 hak_heap_t hak_heap_unstarted = { .owned = NONE_OWNED, .cur = SENTINEL_CUR, .tag = HAK_TAG_NONE,
-                              .state = HAK_HEAP_UNSTARTED, .pend_key = HAK_OWNED_NONE };
+                              .state = HAK_HEAP_UNSTARTED, .pend_key = HAK_OWNED_NONE,
+                              .prof_left = INT64_MAX };
 hak_heap_t hak_heap_dead = { .owned = NONE_OWNED, .cur = SENTINEL_CUR, .tag = HAK_TAG_NONE,
-                             .state = HAK_HEAP_DEAD, .pend_key = HAK_OWNED_NONE };
+                             .state = HAK_HEAP_DEAD, .pend_key = HAK_OWNED_NONE,
+                             .prof_left = INT64_MAX };
 __thread hak_heap_t *hak_tls_heap = &hak_heap_unstarted;
 
 /* Heaps come from mmap'd chunks and are never unmapped; a heap whose thread
@@ -380,6 +382,7 @@ static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
   if (p != NULL) {
     hak_stats_heap_start(p);
     p->heir_tag = 0;
+    p->prof_left = hak_prof_next_left();   /* the first sampling interval */
     p->state = HAK_HEAP_LIVE;
     return p;
   }
@@ -388,6 +391,7 @@ static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
   if (h == NULL) return NULL;
   heap_reset(h);
   hak_stats_heap_start(h);
+  h->prof_left = hak_prof_next_left();     /* the first sampling interval */
   h->state = HAK_HEAP_LIVE;
   return h;
 }
@@ -400,7 +404,6 @@ static hak_heap_t *thread_start(bool warm, hak_heap_t *want)
   hak_heap_t *h = heap_acquire(warm, want);
   if (h == NULL) return NULL;
   hak_tls_heap = h;                      /* before setspecific, which may allocate */
-  if (HAK_UNLIKELY(hak_opt.prof)) hak_prof_thread_start();   /* the first sampling interval */
   if (pthread_setspecific(heap_key, h) != 0) {  /* runs heap_thread_exit at thread exit */
     /* ENOMEM: glibc allocates the key's second-level array (keys >= 32) and
      * that failed.  Without the key the heap would never be abandoned, its
@@ -465,6 +468,7 @@ hak_heap_t *hak_heap_inherit(hak_heap_t *h)
   h->heir_tag = 0;
   hak_stats_heap_start(n);
   n->heir_tag = 0;
+  n->prof_left = h->prof_left;   /* the thread's countdown goes on */
   n->state = HAK_HEAP_LIVE;
   hak_tls_heap = n;
   (void)pthread_setspecific(heap_key, n);  /* the key holds a value: no allocation, cannot fail */

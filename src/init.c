@@ -73,6 +73,16 @@ static void fork_child(void)
 
 /* ----------------------------------------------------------------------- init */
 
+/* The profiler's slots enter the registry before the profiler starts (it
+ * hands out none before): their frees then reach hak_prof_slot_free. */
+static void prof_register(void)
+{
+  void *base;
+  size_t size;
+  if (hak_prof_region(&base, &size) && !hak_map_set_range(base, size, HAK_TAG_PROF))
+    hak_prof_disable();
+}
+
 void hak_init_slow(void)
 {
   int expected = 0;
@@ -95,6 +105,7 @@ void hak_init_slow(void)
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     hak_sys_init();
     hak_rcu_register_thread();   /* liburcu maps its reader arena now, not out of memory */
+    prof_register();
     hak_prof_start();            /* loads the unwinder */
     hak_prof_dump_init();
     errno = saved;

@@ -14,11 +14,13 @@
  * blocks.  A sample that finds no room is counted lost, never allocated
  * for.  Everything is lock-free: slots are claimed with a CAS.
  *
- * The fast paths stay on: malloc's counts down (prof.h, hak_prof_due), and
- * a sampled block is served by a mapping of its own (alloc.c,
- * prof_sampled), whose free, by any thread, comes by hak_free_generic and
- * hak_prof_free.  There a free looks at one filter counter; only a free of
- * a page with sampled blocks looks the block up.
+ * The fast paths stay on: malloc's counts down (hak_heap_t.prof_left), and
+ * a sampled block of up to a page is served by a slot of the profiler's
+ * region (below), a larger one by a mapping of its own (large.c); the free
+ * of either, by any thread, misses owned[] and comes by hak_free_generic:
+ * a slot's to hak_prof_slot_free, a large block's to hak_prof_free, which
+ * looks at one filter counter (only a free of a page with sampled blocks
+ * looks the block up).
  *
  * Signals: nothing here takes a lock.  A malloc made while this thread
  * captures a stack (by the unwinder, or by a signal handler) is not
@@ -38,8 +40,9 @@ static hak_prof_tables_t *tables;             /* hak_prof_init: mapped, not yet 
 static hak_prof_counts_t counts;
 static double interval;                       /* HAKMEM_PROF_SAMPLE, written at init */
 
+static char *slot_base;                       /* hak_prof_init: HAK_PROF_SLOTS pages, read-only after */
+
 /* This thread's sampling state, its own. */
-__thread int64_t hak_prof_left = INT64_MAX;    /* bytes before the next sample (prof.h) */
 static __thread uint64_t tls_rng;              /* xorshift state, 0 until seeded */
 static __thread uint32_t tls_tid;              /* profiler thread id, 0 until needed */
 static __thread uint32_t tls_inside;           /* recording sections entered (nested: a signal) */
@@ -64,7 +67,26 @@ void hak_prof_init(void)
   if (!hak_opt.prof) return;
   interval = (double)hak_opt.prof_sample;
   tables = hak_os_map_aligned(hak_align_up(sizeof(hak_prof_tables_t), HAK_PAGE_SIZE), HAK_PAGE_SIZE);
-  if (tables == NULL) hak_write_stderr("hakmem: HAKMEM_PROF=1: cannot map the profiler's tables; profiling off\n");
+  /* 2 MiB-aligned: the registry's regions are the region's alone. */
+  slot_base = tables != NULL ? hak_os_map_aligned((size_t)HAK_PROF_SLOTS * HAK_PAGE_SIZE, HAK_SS_SIZE) : NULL;
+  if (slot_base == NULL) {
+    hak_write_stderr("hakmem: HAKMEM_PROF=1: cannot map the profiler's tables; profiling off\n");
+    tables = NULL;   /* a mapped table is left: once, at start-up */
+  }
+}
+
+void hak_prof_disable(void)
+{
+  hak_write_stderr("hakmem: HAKMEM_PROF=1: cannot register the profiler's slots; profiling off\n");
+  tables = NULL;
+}
+
+bool hak_prof_region(void **base, size_t *size)
+{
+  if (tables == NULL) return false;
+  *base = slot_base;
+  *size = (size_t)HAK_PROF_SLOTS * HAK_PAGE_SIZE;
+  return true;
 }
 
 void hak_prof_start(void)
@@ -271,17 +293,12 @@ static HAK_NOINLINE void sample(hak_prof_tables_t *t, void *p, size_t n)
   count(&site->live_fx, fx);
 }
 
-void hak_prof_rearm(void)
+int64_t hak_prof_next_left(void)
 {
-  if (!hak_opt.prof) {
-    hak_prof_left = INT64_MAX;
-    return;
-  }
+  if (HAK_LIKELY(!hak_opt.prof)) return INT64_MAX;
   if (HAK_UNLIKELY(tls_rng == 0)) rng_seed();
-  hak_prof_left = (int64_t)next_interval();
+  return (int64_t)next_interval();
 }
-
-void hak_prof_thread_start(void) { hak_prof_rearm(); }
 
 /* The countdown ran out inside this block (the next interval starts after
  * it: exponential intervals have no memory, the process stays Poisson). */
@@ -329,4 +346,64 @@ void hak_prof_free_slow(void *p)
     break;
   }
   leave();
+}
+
+/* ------------------------------------------------------------------ slots */
+
+/* A free slot, or NULL when every slot is live.  acquire: the last free of
+ * the slot (its pusher's release) happens before its new owner's use. */
+void *hak_prof_slot_alloc(void)
+{
+  hak_prof_tables_t *t = atomic_load_explicit(&hak_prof_tables, memory_order_acquire);
+  if (t == NULL) return NULL;
+  uint64_t head = atomic_load_explicit(&t->slot_head, memory_order_acquire);
+  uint32_t i;
+  for (;;) {
+    if ((uint32_t)head == 0) {
+      if (atomic_load_explicit(&t->slot_carved, memory_order_relaxed) >= HAK_PROF_SLOTS) return NULL;
+      i = atomic_fetch_add_explicit(&t->slot_carved, 1, memory_order_relaxed);
+      if (i >= HAK_PROF_SLOTS) return NULL;
+      break;
+    }
+    i = (uint32_t)head - 1;
+    uint64_t next = atomic_load_explicit(&t->slot_next[i], memory_order_relaxed);
+    uint64_t want = (((head >> 32) + 1) << 32) | next;
+    if (atomic_compare_exchange_weak_explicit(&t->slot_head, &head, want, memory_order_acquire,
+                                              memory_order_acquire))
+      break;
+  }
+  atomic_store_explicit(&t->slot_live[i], 1, memory_order_relaxed);
+  return slot_base + (size_t)i * HAK_PAGE_SIZE;
+}
+
+/* The slot of p, a pointer into the region; aborts unless p starts one. */
+static uint32_t slot_index(const void *p, const char *what)
+{
+  size_t off = (size_t)((const char *)p - slot_base);
+  if (off % HAK_PAGE_SIZE != 0 || off / HAK_PAGE_SIZE >= HAK_PROF_SLOTS) hak_fatal(what, p);
+  return (uint32_t)(off / HAK_PAGE_SIZE);
+}
+
+size_t hak_prof_slot_usable(const void *p)
+{
+  hak_prof_tables_t *t = atomic_load_explicit(&hak_prof_tables, memory_order_acquire);
+  uint32_t i = slot_index(p, "not a block start");
+  return atomic_load_explicit(&t->slot_live[i], memory_order_relaxed) ? HAK_PAGE_SIZE : 0;
+}
+
+/* The record goes first: once the slot is on the stack another thread may
+ * sample it again under the same address. */
+void hak_prof_slot_free(void *p)
+{
+  hak_prof_tables_t *t = atomic_load_explicit(&hak_prof_tables, memory_order_acquire);
+  uint32_t i = slot_index(p, "free(): not a block start");
+  if (atomic_exchange_explicit(&t->slot_live[i], 0, memory_order_relaxed) != 1) hak_fatal("free(): double free", p);
+  hak_prof_free_slow(p);
+  uint64_t head = atomic_load_explicit(&t->slot_head, memory_order_relaxed);
+  uint64_t want;
+  do {
+    atomic_store_explicit(&t->slot_next[i], (uint32_t)head, memory_order_relaxed);
+    want = (((head >> 32) + 1) << 32) | (i + 1);
+  } while (!atomic_compare_exchange_weak_explicit(&t->slot_head, &head, want, memory_order_release,
+                                                  memory_order_relaxed));
 }

@@ -13,24 +13,30 @@ void hak_prof_init(void);
 void hak_prof_start(void);
 bool hak_prof_active(void);          /* sampling (tables mapped, unwinder loaded) */
 
-/* Which allocations are sampled: each thread counts down the bytes it
- * allocates (hak_prof_due, on malloc's fast path too: a subtraction from a
- * thread-local and a branch); when the count runs out the allocation is
- * sampled.  Every thread starts at INT64_MAX, which no thread allocates:
- * with the profiler off nothing is ever sampled; with it on,
- * hak_prof_thread_start (heap.c, as a thread gets its heap) draws the
- * thread's first interval. */
-extern HAK_HIDDEN __thread int64_t hak_prof_left;
-static inline bool hak_prof_due(size_t n)
-{
-  hak_prof_left -= (int64_t)n;
-  return HAK_UNLIKELY(hak_prof_left < 0);
-}
-void hak_prof_thread_start(void);
-void hak_prof_rearm(void);                 /* the next interval, after a sample */
+/* Which allocations are sampled: each heap counts down the bytes its
+ * thread allocates (hak_heap_t.prof_left, written by the heap's thread
+ * only; malloc's fast path subtracts after a successful pop: alloc.c); when
+ * the count goes below zero the allocation is sampled and
+ * hak_prof_next_left gives the next count.  With the profiler off that is
+ * INT64_MAX, which no thread allocates: nothing is ever sampled. */
+int64_t hak_prof_next_left(void);
 
-/* Record the sampled block p of n bytes (a block with a mapping of its own,
- * whose free comes by hak_free_generic: see alloc.c, prof_sampled). */
+/* Sampled blocks' home: one reservation (HAK_PROF_SLOTS slots of a page,
+ * each page-aligned, for blocks of at most HAK_PAGE_SIZE bytes) that init.c
+ * registers with the tag HAK_TAG_PROF, so that a free of a sampled block,
+ * by any thread, misses owned[] and reaches the registry and
+ * hak_prof_slot_free; free's fast path pays nothing.  A slot comes from a
+ * lock-free stack of freed slots, else from the part never used;
+ * hak_prof_slot_alloc returns NULL when all are live.  hak_prof_region:
+ * the reservation (false: none, the profiler is off). */
+bool hak_prof_region(void **base, size_t *size);
+void hak_prof_disable(void);                    /* before hak_prof_start: the region is not registered */
+void *hak_prof_slot_alloc(void);
+void hak_prof_slot_free(void *p);               /* the record goes, then the slot */
+size_t hak_prof_slot_usable(const void *p);     /* 0 if free; aborts if not a slot start */
+
+/* Record the sampled block p of n bytes (a slot, or a large block whose
+ * free comes by hak_free_generic and hak_prof_free). */
 void hak_prof_record(void *p, size_t n);
 void hak_prof_free_slow(void *p);
 extern HAK_HIDDEN hak_prof_tables_t *_Atomic hak_prof_tables;
@@ -40,8 +46,8 @@ static inline uint32_t hak_prof_filter_index(uintptr_t p)
   return (uint32_t)(((p >> 12) * 0x9e3779b97f4a7c15ull) >> (64 - 12));
 }
 
-/* The live block p is being freed (before it can be reused): if sampled,
- * its record goes. */
+/* The live large block p is being freed (before it can be reused): if
+ * sampled, its record goes. */
 static inline void hak_prof_free(void *p)
 {
   hak_prof_tables_t *t = atomic_load_explicit(&hak_prof_tables, memory_order_acquire);

@@ -10,11 +10,14 @@
  *   heap | HAK_TAG_SS      a SuperSlab owned by heap (heaps are 64-aligned)
  *   HAK_TAG_SS             an abandoned SuperSlab
  *   base_region<<2 | HAK_TAG_LARGE  part of the large mapping starting there
- *   HAK_TAG_NONE           never stored: the tag of a thread with no heap */
+ *   HAK_TAG_NONE           never stored: the tag of a thread with no heap
+ *   HAK_TAG_PROF           the heap profiler's slots (prof.c): kind NONE,
+ *                          so no test of kind SS or LARGE takes it */
 #define HAK_TAG_SS    ((uintptr_t)1)
 #define HAK_TAG_LARGE ((uintptr_t)2)
 #define HAK_TAG_NONE  ((uintptr_t)3)
 #define HAK_TAG_KIND  ((uintptr_t)3)
+#define HAK_TAG_PROF  ((uintptr_t)4 | HAK_TAG_NONE)
 
 #define HAK_MAP_LEAF_BITS 13
 #define HAK_MAP_TOP_BITS  13   /* 21 + 13 + 13 = 47 bits of address space */

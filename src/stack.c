@@ -14,8 +14,52 @@
  * captures a stack: docs/profiler.md). */
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 
 #include "stack.h"
+
+/* Under ThreadSanitizer (HAKMEM_TSAN, built with -fno-omit-frame-pointer)
+ * stacks come from walking the frame-pointer chain instead: libunwind's
+ * per-thread cache is torn down at thread exit through a pthread key
+ * destructor that TSan's pthread_mutex_lock interceptor cannot run there
+ * (the thread's TSan state is already gone: a crash), and libunwind itself
+ * is not instrumented.  The walk reads only the calling thread's own stack
+ * between the current frame and the stack's top (pthread_getattr_np, once
+ * per thread), each frame above the last, so a frame of code built without
+ * frame pointers (libc's) ends the walk early but never reads outside the
+ * stack. */
+#ifdef HAKMEM_TSAN
+static __thread uintptr_t tls_stack_hi;   /* this thread's stack top, 0 until known */
+
+static uintptr_t stack_top(void)
+{
+  if (tls_stack_hi == 0) {
+    pthread_attr_t a;
+    void *lo;
+    size_t size;
+    if (pthread_getattr_np(pthread_self(), &a) != 0) return 0;
+    if (pthread_attr_getstack(&a, &lo, &size) == 0) tls_stack_hi = (uintptr_t)lo + size;
+    pthread_attr_destroy(&a);
+  }
+  return tls_stack_hi;
+}
+
+static int fp_backtrace(void **buf, int max)
+{
+  uintptr_t hi = stack_top();
+  uintptr_t *fp = __builtin_frame_address(0);
+  int n = 0;
+  buf[n++] = __builtin_return_address(0);   /* stands for this frame, as unw_backtrace's first */
+  while (n < max && hi != 0) {
+    uintptr_t next = fp[0];
+    if (next <= (uintptr_t)fp || next % sizeof(uintptr_t) != 0 || next + 2 * sizeof(uintptr_t) > hi) break;
+    fp = (uintptr_t *)next;
+    if (fp[1] == 0) break;
+    buf[n++] = (void *)fp[1];
+  }
+  return n;
+}
+#endif
 
 #ifndef HAKMEM_UNWIND_LIB
 #define HAKMEM_UNWIND_LIB "libunwind.so.8"
@@ -51,6 +95,12 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *ctx)
 
 bool hak_stack_init(void)
 {
+#ifdef HAKMEM_TSAN
+  unw_backtrace_fn = fp_backtrace;
+  int tindex = 0;
+  dl_iterate_phdr(find_self, &tindex);
+  return true;
+#endif
   void *lib = dlopen(HAKMEM_UNWIND_LIB, RTLD_NOW | RTLD_LOCAL);
   if (lib == NULL) return false;
   void *f = dlsym(lib, "unw_backtrace");

@@ -306,6 +306,12 @@ struct hak_heap {
    * HAK_OWNED_NONE while the fast paths are off (hak_fast_on). */
   uintptr_t owned[HAK_OWNED_SLOTS];
   hak_slab_t *cur[HAK_NUM_CLASSES];        /* fast path: slab being allocated from */
+  /* The heap profiler's countdown (prof.h): bytes this heap's thread may
+   * still allocate before the next sample; written by that thread only,
+   * after a successful pop or in malloc's slow paths of a live heap, so
+   * the static hak_heap_unstarted and hak_heap_dead keep INT64_MAX.
+   * Set at thread start (heap.c) by hak_prof_next_left. */
+  int64_t prof_left;
   uintptr_t tag;                            /* registry tag of SuperSlabs it owns */
   int state;                                /* HAK_HEAP_* */
   hak_slab_t *partial[HAK_NUM_CLASSES];     /* slabs with room: circular, oldest first */
@@ -415,6 +421,7 @@ typedef struct hak_global_stats {
 #define HAK_PROF_FILTER 4096         /* buckets of the free path's filter */
 #define HAK_PROF_DEPTH 32            /* frames kept per stack */
 #define HAK_PROF_FX 65536            /* block estimates are kept in 1/65536ths */
+#define HAK_PROF_SLOTS (1u << 16)    /* page slots for sampled blocks (256 MiB reserved) */
 
 /* One allocation site of the heap profiler (prof.c): a call stack and the
  * estimates of what was allocated there.  key: 0 free, 1 being written by
@@ -455,6 +462,19 @@ typedef struct hak_prof_block {
  * allocation), so most frees skip the lookup. */
 typedef struct hak_prof_tables {
   _Atomic(uint32_t) filter[HAK_PROF_FILTER];
+  /* Sampled blocks' slots (prof.c): slot i is the page at slot_base + i
+   * pages.  slot_head: the stack of freed slots, (pops << 32) | (i + 1),
+   * 0 empty; the count in the high half changes at every push and pop, so
+   * a CAS from a stale head fails (no ABA).  slot_next[i]: the slot below i
+   * on the stack + 1, written by the pusher before its CAS (release), read
+   * by a popper after its load of the head (acquire).  slot_carved: slots
+   * ever taken from the never-used part (fetch_add; may pass
+   * HAK_PROF_SLOTS, then that part is empty).  slot_live[i]: 1 from the
+   * slot's allocation to its free (exchange: a second free of it aborts). */
+  _Atomic(uint64_t) slot_head;
+  _Atomic(uint32_t) slot_carved;
+  _Atomic(uint32_t) slot_next[HAK_PROF_SLOTS];
+  _Atomic(uint8_t) slot_live[HAK_PROF_SLOTS];
   hak_prof_block_t blocks[HAK_PROF_BLOCKS];
   hak_prof_site_t sites[HAK_PROF_SITES];
 } hak_prof_tables_t;
