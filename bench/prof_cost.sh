@@ -10,14 +10,16 @@
 #   BUILD_DIR    build tree (default <repo>/build)
 #   LARSON_ARGS  larson's arguments (default "2 8 1000 5000 100 4141 2":
 #                bench/README.md's setting at 2 threads)
-#   PRODCONS_ARGS  prodcons' (default "1 1": one producer/consumer pair, 1 s)
+#   LARSON4_ARGS the same at 4 threads (default "2 8 1000 5000 100 4141 4")
+#   PRODCONS_ARGS  prodcons' (default "2 1": two producer/consumer pairs, 1 s)
 #   PROF_ENV     the profiler's settings (default "HAKMEM_PROF=1")
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 ROUNDS=${ROUNDS:-9}
 LARSON_ARGS=${LARSON_ARGS:-"2 8 1000 5000 100 4141 2"}
-PRODCONS_ARGS=${PRODCONS_ARGS:-"1 1"}
+LARSON4_ARGS=${LARSON4_ARGS:-"2 8 1000 5000 100 4141 4"}
+PRODCONS_ARGS=${PRODCONS_ARGS:-"2 1"}
 PROF_ENV=${PROF_ENV:-"HAKMEM_PROF=1"}
 lib=$BUILD_DIR/libhakmem.so
 tmp=$(mktemp -d)
@@ -28,7 +30,9 @@ throughput() {
   local name=$1; shift
   local out
   case $name in
-    larson) out=$(cd "$tmp" && env "$@" LD_PRELOAD="$lib" HAKMEM_PROF_FILE="$tmp/p.heap" "$BUILD_DIR/bench/larson" $LARSON_ARGS)
+    larson|larson4) local args=$LARSON_ARGS
+            [[ $name == larson4 ]] && args=$LARSON4_ARGS
+            out=$(cd "$tmp" && env "$@" LD_PRELOAD="$lib" HAKMEM_PROF_FILE="$tmp/p.heap" "$BUILD_DIR/bench/larson" $args)
             awk '/Throughput/ { print $3 }' <<<"$out" ;;
     prodcons) out=$(cd "$tmp" && env "$@" LD_PRELOAD="$lib" HAKMEM_PROF_FILE="$tmp/p.heap" "$BUILD_DIR/bench/prodcons" $PRODCONS_ARGS)
               sed -n 's/.*ops\/s=\([0-9.]*\).*/\1/p' <<<"$out" ;;
@@ -37,7 +41,7 @@ throughput() {
 
 echo "| workload | rounds | median on/off | min | max |"
 echo "|---|---:|---:|---:|---:|"
-for w in larson prodcons; do
+for w in larson larson4 prodcons; do
   ratios=()
   for ((r = 0; r < ROUNDS; r++)); do
     if ((r % 2)); then

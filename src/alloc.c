@@ -74,9 +74,9 @@ static inline bool prof_due(hak_heap_t *h, size_t n)
   return HAK_UNLIKELY(h->prof_left < 0);
 }
 
-/* malloc's fast path popped p (class c) for n bytes and the countdown ran
- * out: p goes back and a sampled block comes instead. */
-static HAK_NOINLINE void *prof_sample_popped(hak_heap_t *h, void *p, size_t n)
+/* malloc's fast path popped p for n bytes and the countdown ran out
+ * (hak_heap_pop_counted): p goes back and a sampled block comes instead. */
+static HAK_NOINLINE __attribute__((returns_nonnull)) void *prof_sample_popped(hak_heap_t *h, void *p, size_t n)
 {
   void *q = prof_sampled(h, n, HAK_MIN_ALIGN, false);
   if (q == NULL) return p;
@@ -117,13 +117,8 @@ static HAK_INLINE void *hak_malloc_inline(size_t n)
   if (HAK_LIKELY(n < hak_fast_limit)) {
     hak_heap_t *h = hak_tls_heap;
     size_t c = hak_size_class(n);
-    void *p = hak_heap_pop(h, c);
-    /* A pop succeeded: h is a live heap (the placeholders have no block),
-     * whose countdown this thread alone writes (prof.h). */
-    if (HAK_LIKELY(p != NULL)) {
-      if (HAK_UNLIKELY((h->prof_left -= (int64_t)n) < 0)) return prof_sample_popped(h, p, n);
-      return p;
-    }
+    void *p = hak_heap_pop_counted(h, c, n, prof_sample_popped);   /* and the profiler's countdown */
+    if (HAK_LIKELY(p != NULL)) return p;
     return alloc_refill(h, c, n);
   }
   return hak_malloc_generic(n);

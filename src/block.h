@@ -10,12 +10,10 @@ void hak_block_init(void);  /* the keys, once, at initialisation (init.c) */
 
 /* A free block whose two words no longer match: abort with the message. */
 _Noreturn void hak_block_corrupt(const void *b);
-/* The same for malloc's pops, typed as a pop (`return
- * hak_block_corrupt_pop(b)`) and declared _Noreturn: malloc's code after a
- * successful pop (the profiler's countdown, alloc.c) then never runs after
- * the call, so malloc's fast path keeps nothing across it and needs no
- * stack frame. */
-_Noreturn void *hak_block_corrupt_pop(const void *b);
+/* The same for malloc's pops, returning (never) a value, declared
+ * non-NULL: there the call is a tail jump and the caller's test for NULL
+ * folds away, so malloc's fast path needs no stack frame. */
+__attribute__((returns_nonnull)) void *hak_block_corrupt_pop(const void *b);
 
 /* b's signature when its link word is `link` (types.h): bound to b's
  * address, so the two words copied anywhere else are no free block. */

@@ -56,6 +56,18 @@ static inline void *hak_heap_pop(hak_heap_t *h, size_t cls)
   return hak_slab_pop(h->cur[cls]);
 }
 
+/* malloc's pop for n bytes: hak_heap_pop with the profiler's countdown
+ * (hak_pop_sampled_fn).  A pop that succeeds proves h a live heap (the
+ * placeholders hak_heap_unstarted and hak_heap_dead have no block), whose
+ * countdown only this thread writes. */
+static inline __attribute__((always_inline)) void *hak_heap_pop_counted(hak_heap_t *h, size_t cls, size_t n,
+                                                                        hak_pop_sampled_fn sampled)
+{
+  void *t = hak_tcache_pop_counted(h, cls, n, sampled);
+  if (HAK_LIKELY(t != NULL)) return t;
+  return hak_slab_pop_counted(h, h->cur[cls], n, sampled);
+}
+
 /* A block of class cls from the live heap h, refilling if the pop misses;
  * NULL (errno ENOMEM) if no memory.  Off the fast path. */
 static inline void *hak_heap_get(hak_heap_t *h, size_t cls)

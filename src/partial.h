@@ -7,8 +7,10 @@
 #include "superslab.h"
 
 /* Pop a block from s, the current slab of its class, claimed; NULL if its
- * free list is empty. */
-static inline void *hak_slab_pop(hak_slab_t *s)
+ * free list is empty.  With sampled: malloc's countdown on h, as
+ * hak_tcache_pop_counted. */
+static inline __attribute__((always_inline)) void *hak_slab_pop_counted(hak_heap_t *h, hak_slab_t *s, size_t n,
+                                                                        hak_pop_sampled_fn sampled)
 {
   hak_block_t *b = s->free, *next;
   if (HAK_LIKELY(b != NULL)) {
@@ -17,10 +19,16 @@ static inline void *hak_slab_pop(hak_slab_t *s)
     __builtin_prefetch(next, 1);  /* the class's next malloc writes it: start the miss now */
     hak_slab_used_set(s, hak_slab_used(s) + 1);
     hak_block_claim(b);
+    if (sampled != NULL && HAK_UNLIKELY((h->prof_left -= (int64_t)n) < 0)) {
+      b = sampled(h, b, n);
+      if (b == NULL) __builtin_unreachable();   /* never NULL: the test after the pop folds away */
+    }
     return b;
   }
   return NULL;
 }
+
+static inline void *hak_slab_pop(hak_slab_t *s) { return hak_slab_pop_counted(NULL, s, 0, NULL); }
 
 /* The blocks a collect set aside become the free list (free is empty). */
 static inline bool hak_slab_take_rfree(hak_slab_t *s)

@@ -42,8 +42,12 @@ static inline uint32_t hak_tcache_count(const hak_heap_t *h, size_t c)
   return n > 0 ? (uint32_t)n : 0;
 }
 
-/* Pop a block of class c from the thread cache, claimed; NULL if empty. */
-static inline void *hak_tcache_pop(hak_heap_t *h, size_t c)
+/* Pop a block of class c from the thread cache, claimed; NULL if empty.
+ * With sampled (a constant: always inlined), malloc's countdown too, in
+ * the branch of a successful pop, so that no code follows the corrupt
+ * block's call and malloc's fast path needs no stack frame. */
+static inline __attribute__((always_inline)) void *hak_tcache_pop_counted(hak_heap_t *h, size_t c, size_t n,
+                                                                          hak_pop_sampled_fn sampled)
 {
   hak_block_t *t = h->tcache[c], *next;
   if (HAK_LIKELY(t != NULL)) {
@@ -51,10 +55,16 @@ static inline void *hak_tcache_pop(hak_heap_t *h, size_t c)
     h->tcache[c] = next;
     h->tcache_room[c]++;
     hak_block_claim(t);
+    if (sampled != NULL && HAK_UNLIKELY((h->prof_left -= (int64_t)n) < 0)) {
+      t = sampled(h, t, n);
+      if (t == NULL) __builtin_unreachable();   /* never NULL: the test after the pop folds away */
+    }
     return t;
   }
   return NULL;
 }
+
+static inline void *hak_tcache_pop(hak_heap_t *h, size_t c) { return hak_tcache_pop_counted(h, c, 0, NULL); }
 
 /* Push the validated free block b on class c's thread cache; returns the
  * room left (below 0: the caller flushes, or must not push). */

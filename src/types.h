@@ -140,6 +140,11 @@ typedef struct hak_slab {
 /* --------------------------------------------------------------- SuperSlab */
 
 typedef struct hak_heap hak_heap_t;
+/* malloc's pops (hak_tcache_pop_counted, hak_slab_pop_counted): after a
+ * successful pop for n bytes, the heap profiler's countdown
+ * (hak_heap_t.prof_left) goes down by n and, below zero, the pop returns
+ * sampled(h, block, n) in the block's place (alloc.c). */
+typedef void *(*hak_pop_sampled_fn)(hak_heap_t *h, void *p, size_t n);
 
 /* A region waiting for an RCU grace period before it is unmapped. */
 typedef struct hak_retired {
