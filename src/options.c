@@ -55,7 +55,7 @@
   X(prof, "HAKMEM_PROF", "", 0, 0, 0, 1,                                                                   \
     "`1`: the sampling heap profiler (docs/profiler.md): call stacks of sampled blocks, written at exit " \
     "in the heap-profile format of `google-pprof` to `HAKMEM_PROF_FILE`, and the remote frees per "      \
-    "allocation site to that file's `.remote`.  Each sampled block gets a mapping of its own")              \
+    "allocation site to that file's `.remote`.  Sampled blocks of up to a page live in the profiler's 256 MiB reservation")              \
   X(prof_sample, "HAKMEM_PROF_SAMPLE", "bytes", 0, 524288, 1, 1099511627776,                               \
     "the profiler samples one block per this many bytes allocated, on average (random exponential "     \
     "intervals)")                                                                                         \

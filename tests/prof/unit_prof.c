@@ -8,6 +8,8 @@
  *      within 20%, the live figures do not move
  *   3. a fork child keeps 8 MiB more and writes its own profile: the
  *      parent's blocks and its own, within 20%
+ *   4. calloc of sampled blocks (reused slots) zeroes, realloc keeps the
+ *      bytes, the usable size covers the request
  * 8 MiB at a 4 KiB mean interval is about 2048 samples: a standard error
  * of 2.2%. */
 #define _GNU_SOURCE
@@ -170,6 +172,21 @@ int main(void)
   int st;
   REQUIRE(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child failed");
   check_dump("child.heap", 2 * KEPT * BLOCK, PAIRS * PASSED_PER_PAIR * BLOCK);
+
+  /* About one block in four is sampled: a sampled block's slot is reused
+   * by the next sample, after this loop wrote it. */
+  ts_check_section("calloc, realloc and usable size of sampled blocks");
+  for (unsigned i = 0; i < 4096; i++) {
+    unsigned char *z = hak_calloc(1, BLOCK);
+    REQUIRE(z != NULL, "calloc failed");
+    for (unsigned j = 0; j < BLOCK; j++) REQUIRE(z[j] == 0, "calloc: byte %u of block %u is %u", j, i, z[j]);
+    REQUIRE(hak_malloc_usable_size(z) >= BLOCK, "usable size %zu", hak_malloc_usable_size(z));
+    memset(z, (int)(i & 0xff), BLOCK);
+    z = hak_realloc(z, 3 * BLOCK);
+    REQUIRE(z != NULL, "realloc failed");
+    for (unsigned j = 0; j < BLOCK; j++) REQUIRE(z[j] == (i & 0xff), "realloc lost byte %u of block %u", j, i);
+    hak_free(z);
+  }
 
   for (unsigned i = 0; i < KEPT; i++) hak_free(kept[0][i]);
   dump("freed.heap");
