@@ -70,15 +70,16 @@ static HAK_NOINLINE void *prof_sampled(hak_heap_t *h, size_t n, size_t align, bo
 static inline bool prof_due(hak_heap_t *h, size_t n)
 {
   if (h->state != HAK_HEAP_LIVE) return false;
-  h->prof_left -= (int64_t)n;
+  h->prof_left -= hak_prof_units(n);
   return HAK_UNLIKELY(h->prof_left < 0);
 }
 
-/* malloc's fast path popped p for n bytes and the countdown ran out
- * (hak_heap_pop_counted): p goes back and a sampled block comes instead. */
-static HAK_NOINLINE __attribute__((returns_nonnull)) void *prof_sample_popped(hak_heap_t *h, void *p, size_t n)
+/* malloc's fast path popped p for `units` 16-byte units (prof.h) and the
+ * countdown ran out (hak_heap_pop_counted): p goes back and a sampled block
+ * of that many bytes (the request rounded up to 16) comes instead. */
+static HAK_NOINLINE __attribute__((returns_nonnull)) void *prof_sample_popped(hak_heap_t *h, void *p, size_t units)
 {
-  void *q = prof_sampled(h, n, HAK_MIN_ALIGN, false);
+  void *q = prof_sampled(h, units << 4, HAK_MIN_ALIGN, false);
   if (q == NULL) return p;
   hak_free(p);
   return q;
@@ -96,7 +97,7 @@ static HAK_NOINLINE void *alloc_refill(hak_heap_t *h, size_t cls, size_t n)
   if (HAK_LIKELY(h->state == HAK_HEAP_LIVE)) {
     if (HAK_UNLIKELY(h->heir_tag != 0)) h = hak_heap_inherit(h);
     void *p = hak_heap_refill(h, cls);
-    if (HAK_UNLIKELY(prof_due(h, n)) && p != NULL) return prof_sample_popped(h, p, n);
+    if (HAK_UNLIKELY(prof_due(h, n)) && p != NULL) return prof_sample_popped(h, p, (size_t)hak_prof_units(n));
     return p;
   }
   if (h->state == HAK_HEAP_DEAD) return hak_heap_alloc_orphan(cls);
@@ -117,7 +118,8 @@ static HAK_INLINE void *hak_malloc_inline(size_t n)
   if (HAK_LIKELY(n < hak_fast_limit)) {
     hak_heap_t *h = hak_tls_heap;
     size_t c = hak_size_class(n);
-    void *p = hak_heap_pop_counted(h, c, n, prof_sample_popped);   /* and the profiler's countdown */
+    /* and the profiler's countdown, in its units (prof.h) */
+    void *p = hak_heap_pop_counted(h, c, (size_t)hak_prof_units(n), prof_sample_popped);
     if (HAK_LIKELY(p != NULL)) return p;
     return alloc_refill(h, c, n);
   }

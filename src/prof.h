@@ -14,12 +14,15 @@ void hak_prof_start(void);
 bool hak_prof_active(void);          /* sampling (tables mapped, unwinder loaded) */
 
 /* Which allocations are sampled: each heap counts down the bytes its
- * thread allocates (hak_heap_t.prof_left, written by the heap's thread
- * only; malloc's fast path subtracts after a successful pop: alloc.c); when
- * the count goes below zero the allocation is sampled and
+ * thread allocates, in units of 16 (hak_heap_t.prof_left, written by the
+ * heap's thread only; malloc's fast path subtracts after a successful pop:
+ * alloc.c); when the count goes below zero the allocation is sampled and
  * hak_prof_next_left gives the next count.  With the profiler off that is
- * INT64_MAX, which no thread allocates: nothing is ever sampled. */
+ * INT64_MAX, which no thread allocates: nothing is ever sampled.  The unit:
+ * malloc's fast path has (n + 15) / 16 in a register already (the size
+ * class lookup), where n itself would cost it a move. */
 int64_t hak_prof_next_left(void);
+static inline int64_t hak_prof_units(size_t n) { return (int64_t)((n + 15) >> 4); }
 
 /* Sampled blocks' home: one reservation (HAK_PROF_SLOTS slots of a page,
  * each page-aligned, for blocks of at most HAK_PAGE_SIZE bytes) that init.c

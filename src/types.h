@@ -141,9 +141,10 @@ typedef struct hak_slab {
 
 typedef struct hak_heap hak_heap_t;
 /* malloc's pops (hak_tcache_pop_counted, hak_slab_pop_counted): after a
- * successful pop for n bytes, the heap profiler's countdown
- * (hak_heap_t.prof_left) goes down by n and, below zero, the pop returns
- * sampled(h, block, n) in the block's place (alloc.c). */
+ * successful pop for n units of the heap profiler's countdown (16 bytes:
+ * prof.h), the countdown (hak_heap_t.prof_left) goes down by n and, below
+ * zero, the pop returns sampled(h, block, n) in the block's place
+ * (alloc.c). */
 typedef void *(*hak_pop_sampled_fn)(hak_heap_t *h, void *p, size_t n);
 
 /* A region waiting for an RCU grace period before it is unmapped. */
@@ -311,8 +312,8 @@ struct hak_heap {
    * HAK_OWNED_NONE while the fast paths are off (hak_fast_on). */
   uintptr_t owned[HAK_OWNED_SLOTS];
   hak_slab_t *cur[HAK_NUM_CLASSES];        /* fast path: slab being allocated from */
-  /* The heap profiler's countdown (prof.h): bytes this heap's thread may
-   * still allocate before the next sample; written by that thread only,
+  /* The heap profiler's countdown (prof.h): what this heap's thread may
+   * still allocate before the next sample, in units of 16 bytes; written by that thread only,
    * after a successful pop or in malloc's slow paths of a live heap, so
    * the static hak_heap_unstarted and hak_heap_dead keep INT64_MAX.
    * Set at thread start (heap.c) by hak_prof_next_left. */
