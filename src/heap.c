@@ -20,6 +20,7 @@
 #include "partial.h"
 #include "tcache.h"
 #include "prof.h"
+#include "purge.h"
 
 #define SENTINEL_CUR { [0 ... HAK_NUM_CLASSES - 1] = &hak_slab_sentinel }
 #define NONE_OWNED { [0 ... HAK_OWNED_SLOTS - 1] = HAK_OWNED_NONE }
@@ -264,6 +265,8 @@ static void heap_maintain(hak_heap_t *h)
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
     hak_partial_sweep(h, c);
   }
+  /* Last: nothing of this heap's is half done when pthread_create allocates. */
+  hak_purge_maybe_start();
 }
 
 /* ------------------------------------------------------------ malloc slow */
@@ -636,6 +639,7 @@ void hak_heap_collect(hak_heap_t *h, bool force)
     }
     hak_ss_purge(h, true);
   }
+  if (force) hak_ss_cache_decay(true);  /* the empty SuperSlabs cached: pages and mappings */
   hak_retire_flush();
 }
 

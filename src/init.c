@@ -20,6 +20,7 @@
 #include "heap.h"
 #include "prof.h"
 #include "prof_dump.h"
+#include "purge.h"
 
 _Atomic(int) hak_init_state;
 static __thread bool tls_in_init;
@@ -68,6 +69,7 @@ static void fork_child(void)
   hak_ss_after_fork(true);
   hak_heap_after_fork(true);
   hak_prof_after_fork();
+  hak_purge_after_fork(true);
   pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 }
 

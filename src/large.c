@@ -646,10 +646,18 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   }
   /* l may already be another thread's: only the values read before. */
   uint64_t none = 0;
-  if (dirty)
+  if (dirty) {
     atomic_compare_exchange_strong_explicit(&cache_oldest_ms, &none, now, memory_order_relaxed,
                                             memory_order_relaxed);
+    hak_os_bell_ring();  /* the purger (purge.c) gives the pages back if they stay unused */
+  }
   return evicted == l ? NULL : evicted;
+}
+
+uint64_t hak_large_next_due(void)
+{
+  uint64_t oldest = atomic_load_explicit(&cache_oldest_ms, memory_order_relaxed);
+  return oldest == 0 ? 0 : oldest + hak_opt.purge_delay_ms;
 }
 
 size_t hak_large_cached_bytes(void) { return atomic_load_explicit(&cache_bytes, memory_order_relaxed); }

@@ -64,7 +64,15 @@
     "(N = 1, 2, ...) from the signal handler, the program running on; `0`: none")                        \
   X(prof_leaks, "HAKMEM_PROF_LEAKS", "", 0, 0, 0, 1,                                                       \
     "with the profiler: at exit, list the allocation sites of sampled blocks still live on stderr, "     \
-    "largest first, symbolised")
+    "largest first, symbolised")                                                                              \
+  X(purge_thread, "HAKMEM_PURGE_THREAD", "", 0, 1, 0, 1,                                                    \
+    "`1`: once the process has mapped 32 MiB, a thread (`hakmem-purge`, started lazily, asleep while "    \
+    "nothing is due) gives back free pages that empty SuperSlabs and freed large mappings keep, after "    \
+    "the purge delay, so they are reused meanwhile and still returned when the program goes idle; `0`: "  \
+    "no thread, and those pages go back as they are freed")                                                \
+  X(cache_delay_ms, "HAKMEM_CACHE_DELAY_MS", "ms", 0, 250, 0, 1000,                                        \
+    "with the purge thread: empty SuperSlabs keep their free pages while their cache is in use (a "       \
+    "SuperSlab put in or taken out) and this long after it was last used, 10 s at most")
 
 #define HAK_OPT_INIT(field, name, unit, shift, def, min, max, doc) \
   .field = (__typeof__(((hak_options_t *)0)->field))((uint64_t)(def) << (shift)),

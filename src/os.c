@@ -2,7 +2,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -176,6 +178,36 @@ uint64_t hak_os_now_ms(void)
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The doorbell: 1 from the waiter's arm until it is rung, 0 otherwise.
+ * The waiter arms (stores 1), looks for work once more, then sleeps only
+ * while the word is still 1; a ringer publishes its work, then reads the
+ * word and exchanges it to 0 if it is 1.  Either the waiter's look sees
+ * the work or the ringer sees the 1 and the sleep returns (the word is no
+ * longer 1, or the wake reaches it).  The seq_cst store and fence keep the
+ * arm before the look and the publication before the read (the
+ * store-buffering pattern), which the waiter's and the ringer's own
+ * locks, release and acquire only, would not. */
+static _Atomic(uint32_t) bell;
+
+void hak_os_bell_arm(void)
+{
+  atomic_store(&bell, 1);
+  atomic_thread_fence(memory_order_seq_cst);
+}
+
+void hak_os_bell_wait(uint64_t ms)
+{
+  struct timespec ts = { (time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L };
+  syscall(SYS_futex, &bell, FUTEX_WAIT_PRIVATE, 1u, ms != 0 ? &ts : NULL, NULL, 0);
+}
+
+void hak_os_bell_ring(void)
+{
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&bell, memory_order_relaxed) == 0) return;  /* nobody sleeps */
+  if (atomic_exchange(&bell, 0) == 1) syscall(SYS_futex, &bell, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 void hak_write_stderr(const char *s)

@@ -12,6 +12,12 @@ void  hak_os_protect(void *p, size_t size, bool access); /* read+write, or no ac
 bool  hak_os_grow_in_place(void *p, size_t old, size_t new_size);
 bool  hak_os_move(void *from, size_t size, void *dst);  /* page tables only */
 uint64_t hak_os_now_ms(void);
+/* A doorbell for one waiter (the purger thread, purge.c): it arms the bell,
+ * looks for work, and if there is none sleeps until the bell rings or ms
+ * pass (ms == 0: until it rings).  Any thread rings after publishing work. */
+void  hak_os_bell_arm(void);
+void  hak_os_bell_wait(uint64_t ms);
+void  hak_os_bell_ring(void);
 void  hak_write_stderr(const char *s);
 _Noreturn void hak_fatal(const char *what, const void *p);
 

@@ -17,6 +17,7 @@
 #include "stats.h"
 #include "large.h"
 #include "heap.h"
+#include "purge.h"
 #include "init.h"
 #include "registry.h"
 #include "superslab.h"
@@ -394,6 +395,7 @@ void hak_stats_print(FILE *f)
 __attribute__((destructor)) static void hak_stats_at_exit(void)
 {
   if (atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2 || !hak_opt.stats) return;
+  hak_purge_stop();  /* its thread's memory is freed: the counts balance */
   hak_out_t o = { .fd = hak_stats_report_fd() };
   report(&o, hak_opt.stats >= 2);
 }

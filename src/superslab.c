@@ -1,5 +1,6 @@
 /* SuperSlabs: map, carve into slabs, give slabs back, purge, release.
  * Every function here runs on the owner heap's thread (see types.h). */
+#include <pthread.h>
 #include <string.h>
 
 #include "superslab.h"
@@ -9,16 +10,78 @@
 #include "block.h"
 #include "stats.h"
 #include "registry.h"
-#include "handoff.h"
 
-/* Empty SuperSlabs waiting for reuse by any heap, pages purged, still in the
- * registry as unowned (a stray free into one fails the block-start check).
- * Saves the mmap/munmap pair and the RCU grace period of a release when a
- * program's footprint goes up and down.  At most hak_opt.ss_cache entries. */
-static hak_handoff_t ss_cache = HAK_HANDOFF_INITIALIZER;
+/* Empty SuperSlabs waiting for reuse by any heap, still in the registry as
+ * unowned (a stray free into one fails the block-start check).  Saves the
+ * mmap/munmap pair and the RCU grace period of a release when a program's
+ * footprint goes up and down, and, while a purger thread runs (purge.c),
+ * the page faults too: a SuperSlab enters the cache with its free pages
+ * committed and gives them back only once the cache has been idle for
+ * hak_opt.cache_delay_ms (hak_ss_cache_decay, cache_active_ms), so the
+ * threads of a program that exit and start again (a thread pool, rounds of
+ * workers) reuse the pages their predecessors left instead of faulting
+ * fresh ones.  Without the purger
+ * nothing would age them, so a SuperSlab is purged as it enters.
+ * Invariants: under cache_lock, the list runs newest (cache_new) to oldest
+ * (cache_old) through prev/next, cached_ms falling from new to old; cache_count
+ * mirrors the length (read without the lock only as a hint).  Taken from
+ * the new end (the likeliest to still have pages), purged and unmapped
+ * from the old end.  Clean entries beyond hak_opt.ss_cache go back
+ * (unregistered, unmapped) once they have been cached for SS_CACHE_KEEP_MS. */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_superslab_t *cache_new, *cache_old;     /* under cache_lock */
+static _Atomic(uint32_t) cache_count;
+/* Set while a purger thread runs (hak_ss_set_purger): empty SuperSlabs keep
+ * their pages in the cache.  relaxed: a release that misses a change purges
+ * at once or leaves the pages to the purger's next pass, both correct. */
+static _Atomic(bool) cache_deferred;
+#define SS_CACHE_KEEP_MS 1000
+/* When a SuperSlab last entered or left the cache.  A cache in use is not
+ * idle: its dirty entries wait until it has seen no put and no take for
+ * hak_opt.cache_delay_ms, so a program whose threads exit and whose next
+ * threads take the SuperSlabs back over seconds (rounds of workers)
+ * refaults none of them, while one that goes idle gets them back after
+ * that delay.  A dirty entry goes back after SS_CACHE_HORIZON_MS however
+ * busy the cache.  relaxed: a time stamp, ordered by nothing. */
+static _Atomic(uint64_t) cache_active_ms;
+#define SS_CACHE_HORIZON_MS 10000
 
-void hak_ss_before_fork(void) { hak_handoff_before_fork(&ss_cache); }
-void hak_ss_after_fork(bool child) { hak_handoff_after_fork(&ss_cache, child); }
+void hak_ss_before_fork(void) { pthread_mutex_lock(&cache_lock); }
+void hak_ss_after_fork(bool child)
+{
+  if (child) {
+    pthread_mutex_init(&cache_lock, NULL);
+    atomic_store_explicit(&cache_deferred, false, memory_order_relaxed);  /* no purger in the child */
+  } else {
+    pthread_mutex_unlock(&cache_lock);
+  }
+}
+
+void hak_ss_set_purger(bool on) { atomic_store_explicit(&cache_deferred, on, memory_order_relaxed); }
+
+/* Under cache_lock. */
+static void cache_unlink(hak_superslab_t *ss)
+{
+  if (ss->prev) ss->prev->next = ss->next;
+  else cache_new = ss->next;
+  if (ss->next) ss->next->prev = ss->prev;
+  else cache_old = ss->prev;
+  ss->prev = ss->next = NULL;
+  atomic_store_explicit(&cache_count, atomic_load_explicit(&cache_count, memory_order_relaxed) - 1,
+                        memory_order_relaxed);
+}
+
+/* Under cache_lock: ss at the new end. */
+static void cache_insert(hak_superslab_t *ss)
+{
+  ss->prev = NULL;
+  ss->next = cache_new;
+  if (cache_new) cache_new->prev = ss;
+  else cache_old = ss;
+  cache_new = ss;
+  atomic_store_explicit(&cache_count, atomic_load_explicit(&cache_count, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+}
 
 static inline uint32_t units_mask(unsigned first, unsigned span)
 {
@@ -120,12 +183,22 @@ void hak_ss_unlink(hak_heap_t *h, hak_superslab_t *ss)
   h->dirty_units -= (uint32_t)__builtin_popcount(ss->dirty_units);
 }
 
+/* The newest cached empty SuperSlab, off the cache, or NULL. */
+static hak_superslab_t *cache_take(void)
+{
+  if (atomic_load_explicit(&cache_count, memory_order_relaxed) == 0) return NULL;
+  pthread_mutex_lock(&cache_lock);
+  hak_superslab_t *ss = cache_new;
+  if (ss != NULL) cache_unlink(ss);
+  pthread_mutex_unlock(&cache_lock);
+  if (ss != NULL) atomic_store_explicit(&cache_active_ms, hak_os_now_ms(), memory_order_relaxed);
+  return ss;
+}
+
 hak_superslab_t *hak_ss_create(hak_heap_t *h)
 {
-  ck_stack_entry_t *e = hak_handoff_pop(&ss_cache);
-  hak_superslab_t *ss;
-  if (e != NULL) {
-    ss = (hak_superslab_t *)((char *)e - offsetof(hak_superslab_t, handoff));
+  hak_superslab_t *ss = cache_take();
+  if (ss != NULL) {
     atomic_store_explicit(&ss->owner, h, memory_order_relaxed);
     hak_map_set_range(ss, HAK_SS_SIZE, h->tag);  /* the leaf exists: cannot fail */
     hak_ss_link(h, ss);
@@ -284,21 +357,99 @@ void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s)
 
 static void purge_units(hak_superslab_t *ss, uint32_t units);
 
-/* Take an empty ss out of the heap: into the cache if it has room, else out
- * of the registry and unmapped after a grace period. */
-void hak_ss_release(hak_heap_t *h, hak_superslab_t *ss)
+/* Unregister ss (empty, owned by nobody else) and unmap it after a grace
+ * period. */
+static void ss_unmap(hak_superslab_t *ss)
 {
-  if (h != NULL) hak_ss_unlink(h, ss);
-  if (hak_handoff_count(&ss_cache) < hak_opt.ss_cache) {
-    purge_units(ss, ss->dirty_units);
-    atomic_store_explicit(&ss->owner, NULL, memory_order_relaxed);
-    hak_map_set_range(ss, HAK_SS_SIZE, HAK_TAG_SS);
-    hak_handoff_push(&ss_cache, &ss->handoff);
-    return;
-  }
   hak_map_clear_range(ss, HAK_SS_SIZE);
   hak_gcount(&hak_gstats.ss_unmapped, 1);
   hak_retire(&ss->retired, ss, HAK_SS_SIZE);
+}
+
+/* Take an empty ss out of the heap and into the cache (see cache_lock).
+ * Its pages stay while a purger thread runs; otherwise they go back now,
+ * and when the cache is full ss is unregistered and unmapped after a
+ * grace period. */
+void hak_ss_release(hak_heap_t *h, hak_superslab_t *ss)
+{
+  if (h != NULL) hak_ss_unlink(h, ss);
+  bool deferred = atomic_load_explicit(&cache_deferred, memory_order_relaxed);
+  if (!deferred && atomic_load_explicit(&cache_count, memory_order_relaxed) >= hak_opt.ss_cache) {
+    ss_unmap(ss);
+    return;
+  }
+  if (!deferred) purge_units(ss, ss->dirty_units);
+  ss->dirty_aged = 0;
+  atomic_store_explicit(&ss->owner, NULL, memory_order_relaxed);
+  hak_map_set_range(ss, HAK_SS_SIZE, HAK_TAG_SS);
+  pthread_mutex_lock(&cache_lock);
+  ss->cached_ms = hak_os_now_ms();
+  atomic_store_explicit(&cache_active_ms, ss->cached_ms, memory_order_relaxed);
+  cache_insert(ss);
+  pthread_mutex_unlock(&cache_lock);
+  if (ss->dirty_units != 0) hak_os_bell_ring();  /* the purger's next pass has work */
+}
+
+#define CACHE_BATCH 16  /* SuperSlabs purged or unmapped per hold of cache_lock */
+
+static inline uint64_t cache_keep_ms(void)
+{
+  return hak_opt.cache_delay_ms > SS_CACHE_KEEP_MS ? hak_opt.cache_delay_ms : SS_CACHE_KEEP_MS;
+}
+
+/* One batch of the cache's aging (see cache_lock), oldest entries first:
+ * purge the dirty ones once the cache is idle (see cache_active_ms), unmap
+ * clean ones beyond hak_opt.ss_cache cached for cache_keep_ms (force: all
+ * of both).  Returns whether the batch was full (more may be due); lowers
+ * *next_due to the time the next entry falls due (0: none is pending). */
+static bool cache_decay_batch(uint64_t now, bool force, uint64_t *next_due)
+{
+  hak_superslab_t *gone[CACHE_BATCH];
+  unsigned n_gone = 0, n_purged = 0;
+  uint64_t delay = hak_opt.cache_delay_ms, keep = cache_keep_ms();
+  uint64_t active = atomic_load_explicit(&cache_active_ms, memory_order_relaxed);
+  pthread_mutex_lock(&cache_lock);
+  hak_superslab_t *prev;
+  for (hak_superslab_t *ss = cache_old; ss != NULL && n_gone < CACHE_BATCH && n_purged < CACHE_BATCH; ss = prev) {
+    prev = ss->prev;
+    uint64_t age = now > ss->cached_ms ? now - ss->cached_ms : 0;
+    if (ss->dirty_units != 0) {
+      uint64_t since = active > ss->cached_ms ? active : ss->cached_ms;  /* idle since */
+      if (!force && (since >= now || now - since < delay) && age < SS_CACHE_HORIZON_MS) {
+        /* Every newer entry is due later still, for either step. */
+        uint64_t due = since + delay;
+        if (due > ss->cached_ms + SS_CACHE_HORIZON_MS) due = ss->cached_ms + SS_CACHE_HORIZON_MS;
+        if (*next_due == 0 || due < *next_due) *next_due = due;
+        break;
+      }
+      purge_units(ss, ss->dirty_units);
+      n_purged++;
+    }
+    if (atomic_load_explicit(&cache_count, memory_order_relaxed) <= hak_opt.ss_cache) continue;
+    if (force || age >= keep) {
+      cache_unlink(ss);
+      gone[n_gone++] = ss;
+    } else {
+      uint64_t due = ss->cached_ms + keep;
+      if (*next_due == 0 || due < *next_due) *next_due = due;
+    }
+  }
+  pthread_mutex_unlock(&cache_lock);
+  for (unsigned i = 0; i < n_gone; i++) ss_unmap(gone[i]);
+  return n_gone == CACHE_BATCH || n_purged == CACHE_BATCH;
+}
+
+/* Age the cache (see cache_decay_batch); the time the next entry falls due,
+ * or 0 if none is pending.  Run by the purger thread, and by collect with
+ * force.  Outside any read-side section (unmapping may flush the retire
+ * list). */
+uint64_t hak_ss_cache_decay(bool force)
+{
+  uint64_t next_due = 0;
+  while (cache_decay_batch(hak_os_now_ms(), force, &next_due)) {
+  }
+  if (force) hak_retire_flush();
+  return next_due;
 }
 
 /* Give back the pages of `units`, free dirty units of ss. */

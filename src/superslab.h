@@ -71,7 +71,9 @@ static inline void hak_ss_owned_put(hak_heap_t *h, const void *p) { HAK_OWNED_SL
 hak_superslab_t *hak_ss_create(hak_heap_t *h);
 hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map);  /* NULL: no room / ENOMEM */
 void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s);
-void hak_ss_release(hak_heap_t *h, hak_superslab_t *ss);    /* unregister + retire */
+void hak_ss_release(hak_heap_t *h, hak_superslab_t *ss);    /* to the cache of empty ones, or unmapped */
+void hak_ss_set_purger(bool on);          /* a purger thread runs: the cache keeps pages */
+uint64_t hak_ss_cache_decay(bool force);  /* age the cache; when it is next due (0: never) */
 void hak_ss_purge(hak_heap_t *h, bool force);
 void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss);
 void hak_ss_heap_reset(hak_heap_t *h);  /* a heap starts serving a thread: owns none */

@@ -168,7 +168,9 @@ typedef struct hak_superslab {
   uint32_t dirty_units;             /* owner: free units that may be committed */
   uint32_t dirty_aged;              /* owner: those of them that were already
                                        dirty at the owner's last purge sweep */
-  struct hak_superslab *prev, *next;/* owner heap's SuperSlab list */
+  struct hak_superslab *prev, *next;/* owner heap's SuperSlab list; while in the
+                                       empty-SuperSlab cache, its list (superslab.c) */
+  uint64_t cached_ms;               /* when it entered that cache (under its lock) */
   ck_stack_entry_t handoff;         /* link on the abandoned stack or the cache */
   hak_retired_t retired;            /* link on the retire list */
   uint16_t unit_slab[HAK_UNITS];    /* owner writes; unit -> offset of its slab's
@@ -206,6 +208,8 @@ typedef struct hak_options {
   uint8_t prof_signal;       /* HAKMEM_PROF_SIGNAL: the signal that writes a profile */
   size_t prof_sample;        /* HAKMEM_PROF_SAMPLE: mean bytes between samples */
   char prof_file[256];       /* HAKMEM_PROF_FILE: the profile's path; "" = default */
+  uint8_t purge_thread;      /* HAKMEM_PURGE_THREAD: a thread gives idle free pages back */
+  uint32_t cache_delay_ms;   /* HAKMEM_CACHE_DELAY_MS: idle time before the global caches purge */
 } hak_options_t;
 
 /* ------------------------------------------------------------------- heaps */

@@ -1,0 +1,111 @@
+/* The purger thread.  Free memory that leaves a heap for the global caches
+ * (empty SuperSlabs, superslab.c; freed large mappings, large.c) keeps its
+ * pages for the purge delay, so a program that frees and allocates again
+ * within it (threads of a pool exiting and starting, big buffers replaced)
+ * reuses them with no madvise and no page fault.  Something has to give
+ * them back when the program goes idle and makes no call: this thread.  It
+ * sleeps on a doorbell (os.c) until a cache holds dirty pages, then wakes
+ * when the oldest of them fall due, purges what is due, and sleeps again;
+ * with nothing dirty cached it sleeps until rung (no periodic wake-up).
+ *
+ * Started lazily, by heap maintenance (a refill's slow path, holding
+ * nothing of hakmem's: pthread_create allocates, which re-enters malloc
+ * safely there), once the process has mapped PURGER_MIN_MAPPED: a small
+ * program never gets the thread.  Until it runs, and if it cannot start
+ * (HAKMEM_PURGE_THREAD=0, pthread_create failed), the caches give pages
+ * back as they take them, as without it.  The thread blocks every signal,
+ * never allocates, and takes only the caches' own locks.  A forked child
+ * has no purger until its own maintenance starts one.  With statistics
+ * on, the exit report stops it first (hak_purge_stop).
+ *
+ * state: written by the starter (CAS) and the fork child handler; read
+ * relaxed (a hint for the starter; hak_purge_running is a statistic). */
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+
+#include "purge.h"
+#include "os.h"
+#include "options.h"
+#include "stats.h"
+#include "superslab.h"
+#include "large.h"
+
+enum { PURGER_NONE, PURGER_STARTING, PURGER_RUNNING, PURGER_FAILED };
+static _Atomic(uint32_t) purger_state;
+
+#define PURGER_MIN_MAPPED ((uint64_t)32 << 20)
+#define PURGER_STACK ((size_t)256 * 1024)
+
+static inline uint64_t earliest(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 || a < b ? a : b; }
+
+/* Set by hak_purge_stop before it rings; the thread looks after arming the
+ * bell (seq_cst on both sides, see os.c's bell). */
+static _Atomic(bool) purger_stop;
+static pthread_t purger_thread;  /* written by the starter before RUNNING */
+
+static void *purger_main(void *arg)
+{
+  (void)arg;
+  prctl(PR_SET_NAME, "hakmem-purge", 0, 0, 0);
+  for (;;) {
+    /* Armed before looking: a cache that takes dirty pages after this look
+     * rings, and the wait returns at once. */
+    hak_os_bell_arm();
+    if (atomic_load(&purger_stop)) return NULL;
+    uint64_t due = hak_ss_cache_decay(false);
+    hak_large_decay();
+    due = earliest(due, hak_large_next_due());
+    uint64_t now = hak_os_now_ms();
+    hak_os_bell_wait(due == 0 ? 0 : due > now ? due - now : 1);
+  }
+  return NULL;
+}
+
+void hak_purge_maybe_start(void)
+{
+  if (atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_NONE) return;
+  if (!hak_opt.purge_thread ||
+      atomic_load_explicit(&hak_gstats.mapped_bytes, memory_order_relaxed) < PURGER_MIN_MAPPED)
+    return;
+  uint32_t none = PURGER_NONE;
+  if (!atomic_compare_exchange_strong_explicit(&purger_state, &none, PURGER_STARTING, memory_order_relaxed,
+                                               memory_order_relaxed))
+    return;
+  sigset_t all, saved;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &saved);  /* the thread inherits the mask */
+  pthread_attr_t attr;
+  pthread_t t;
+  int rc = pthread_attr_init(&attr);
+  if (rc == 0) {
+    pthread_attr_setstacksize(&attr, PURGER_STACK);
+    rc = pthread_create(&t, &attr, purger_main, NULL);
+    pthread_attr_destroy(&attr);
+  }
+  pthread_sigmask(SIG_SETMASK, &saved, NULL);
+  if (rc == 0) purger_thread = t;
+  /* release: hak_purge_stop's acquire load sees purger_thread. */
+  atomic_store_explicit(&purger_state, rc == 0 ? PURGER_RUNNING : PURGER_FAILED, memory_order_release);
+  if (rc == 0) hak_ss_set_purger(true);
+}
+
+/* At exit with statistics on: the thread ends, so what glibc allocated for
+ * it (its DTV, through malloc) is freed and the exit report balances. */
+void hak_purge_stop(void)
+{
+  if (atomic_load_explicit(&purger_state, memory_order_acquire) != PURGER_RUNNING) return;
+  hak_ss_set_purger(false);
+  atomic_store(&purger_stop, true);
+  hak_os_bell_ring();
+  pthread_join(purger_thread, NULL);
+  atomic_store_explicit(&purger_state, PURGER_FAILED, memory_order_relaxed);  /* never again */
+}
+
+bool hak_purge_running(void) { return atomic_load_explicit(&purger_state, memory_order_relaxed) == PURGER_RUNNING; }
+
+/* The child of a fork has only the forking thread. */
+void hak_purge_after_fork(bool child)
+{
+  if (child) atomic_store_explicit(&purger_state, PURGER_NONE, memory_order_relaxed);
+}
