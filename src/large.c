@@ -73,6 +73,7 @@
  * (registry.c's retire list), so a racing reader never touches unmapped
  * memory. */
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "large.h"
@@ -269,28 +270,39 @@ static bool cache_put_slot(hak_large_t *l)
   return false;
 }
 
-/* The cached mapping that best serves need bytes: the smallest that holds
- * it, and among those the one with the most committed pages (every page it
- * lacks is a page fault later; its excess pages are purged by the caller if
- * they are many), else the largest smaller one (to be grown: its pages are
- * reused, only the rest is fresh), else NULL. */
+/* The cached mapping that best serves a block of need bytes of mapping:
+ * the one whose committed pages cover most of the block (every page it
+ * lacks is a page fault later; the block sits at the top of the area,
+ * where the committed pages are, and a smaller mapping grows at the top,
+ * so the fresh pages are need - committed either way); among equals one
+ * that needs no growth, then the one with the fewest pages to spare (the
+ * caller purges many spare pages), then the smallest.  Choosing the
+ * smallest mapping that holds the block first (before) took a purged
+ * mapping over a dirty one a little too small: a whole block of page
+ * faults, and the dirty one purged later.  NULL if the cache is empty. */
 static hak_large_t *cache_take(size_t need)
 {
   if (atomic_load_explicit(&cache_count, memory_order_relaxed) == 0) return NULL;
-  int best = -1, smaller = -1;
-  size_t best_size = SIZE_MAX, best_dirty = 0, smaller_size = 0;
+  int pick = -1;
+  size_t pick_fresh = SIZE_MAX, pick_spare = SIZE_MAX, pick_size = SIZE_MAX;
+  bool pick_fits = false;
   for (unsigned i = 0; i < CACHE_SLOTS; i++) {
     if (atomic_load_explicit(&cache_slot[i], memory_order_relaxed) == NULL) continue;
     size_t sz = atomic_load_explicit(&cache_slot_size[i], memory_order_relaxed);
     size_t dirty = atomic_load_explicit(&cache_slot_dirty[i], memory_order_relaxed);
-    if (sz >= need && (sz < best_size || (sz == best_size && dirty > best_dirty))) {
-      best = (int)i;
-      best_size = sz;
-      best_dirty = dirty;
-    }
-    if (sz < need && sz > smaller_size) { smaller = (int)i; smaller_size = sz; }
+    size_t fresh = need > dirty ? need - dirty : 0, spare = dirty > need ? dirty - need : 0;
+    bool fits = sz >= need;
+    bool better = fresh != pick_fresh ? fresh < pick_fresh
+                : fits != pick_fits   ? fits
+                : spare != pick_spare ? spare < pick_spare
+                                      : sz < pick_size;
+    if (!better) continue;
+    pick = (int)i;
+    pick_fresh = fresh;
+    pick_spare = spare;
+    pick_size = sz;
+    pick_fits = fits;
   }
-  int pick = best >= 0 ? best : smaller;
   return pick >= 0 ? cache_take_slot((unsigned)pick) : NULL;
 }
 
@@ -311,6 +323,108 @@ static void cache_make_room(size_t target)
      * may be inside a read-side section, where no grace period can run). */
     if (!cache_put_slot(c)) (void)hak_retire_deferred(&c->retired, c->map_base, c->map_size);
   }
+}
+
+/* ------------------------------------------------------------------- bank */
+
+/* The page bank: committed pages that a reused mapping has to spare, kept
+ * for the next block that lacks some, instead of purged there and faulted
+ * fresh here.  A program that replaces big buffers by ones of other sizes
+ * reuses each freed mapping for the next block: when that block is
+ * smaller, the pages below it are spare; when larger, the part the
+ * mapping lacks is fresh.  With the bank the one feeds the other.  Pages
+ * move by remapping page tables (hak_os_move: nothing is copied, a huge
+ * page moves whole), one 2 MiB unit at a time, between the block area of
+ * a mapping (its units past the first region) and a slot of the bank.
+ * Every VMA boundary in a block area lies on a unit boundary (the first
+ * region, the guard, growth and these moves all work in units), so a unit
+ * never spans two VMAs, which mremap refuses.  Not in secure mode (its
+ * protections work on whole mappings).
+ *
+ * The bank holds at most half of hak_opt.large_cache (BANK_SLOTS units at
+ * most).  Its pages go back when it has seen no deposit and no withdrawal
+ * for hak_opt.cache_delay_ms (hak_large_decay: the purger thread or large
+ * operations; a step of a big-buffer program that faults a buffer in can
+ * take longer than the purge delay).  Invariants: bank_base, bank_full under bank_lock; slot i
+ * of the bank holds a deposited unit iff bit i of bank_full is set (other
+ * slots read as zero: never used, withdrawn, or purged); bank_bytes
+ * mirrors popcount(bank_full) units (read without the lock only as a
+ * hint).  Operations try the lock and skip the bank when another thread
+ * holds it (deposits purge instead, withdrawals take fresh pages), so no
+ * fork handler is needed: a child forked while the lock was held never
+ * uses its bank. */
+#define BANK_SLOTS 64
+#define BANK_UNIT HAK_SS_SIZE
+static pthread_mutex_t bank_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *bank_base;                   /* BANK_SLOTS units, mapped at the first deposit */
+static uint64_t bank_full;
+static _Atomic(size_t) bank_bytes;
+static _Atomic(uint64_t) bank_active_ms;  /* last deposit or withdrawal; relaxed, a time stamp */
+
+static inline size_t unit_up(size_t x) { return hak_align_up(x, BANK_UNIT); }
+static inline size_t unit_down(size_t x) { return x & ~(BANK_UNIT - 1); }
+
+static bool bank_lock_try(void)
+{
+  return !hak_opt.secure && pthread_mutex_trylock(&bank_lock) == 0;
+}
+
+static void bank_unlock(bool moved)
+{
+  atomic_store_explicit(&bank_bytes, (size_t)__builtin_popcountll(bank_full) * BANK_UNIT, memory_order_relaxed);
+  if (moved) atomic_store_explicit(&bank_active_ms, hak_os_now_ms(), memory_order_relaxed);
+  pthread_mutex_unlock(&bank_lock);
+}
+
+/* Move the units [from, to) of l's block area (unit offsets past the first
+ * region, pages committed or not) into the bank, from the bottom up, as
+ * far as it has room; the offset up to which they went. */
+static size_t bank_deposit(hak_large_t *l, size_t from, size_t to)
+{
+  if (to <= from || !bank_lock_try()) return from;
+  if (bank_base == NULL) bank_base = hak_os_map_aligned((size_t)BANK_SLOTS * BANK_UNIT, BANK_UNIT);
+  size_t room = hak_opt.large_cache / 2 / BANK_UNIT, at = from;
+  if (room > BANK_SLOTS) room = BANK_SLOTS;
+  while (bank_base != NULL && at < to && (size_t)__builtin_popcountll(bank_full) < room) {
+    unsigned slot = (unsigned)__builtin_ctzll(~bank_full);
+    if (!hak_os_move((char *)l + at, BANK_UNIT, bank_base + (size_t)slot * BANK_UNIT)) break;
+    bank_full |= (uint64_t)1 << slot;
+    at += BANK_UNIT;
+  }
+  bank_unlock(at != from);
+  if (at != from) hak_os_bell_ring();  /* the purger gives them back if unused */
+  return at;
+}
+
+/* Fill the units [from, to) of l's block area, which hold no committed
+ * page, with banked pages, from the top down (next to the committed part
+ * above); the lowest offset filled (to: none). */
+static size_t bank_withdraw(hak_large_t *l, size_t from, size_t to)
+{
+  if (to <= from || atomic_load_explicit(&bank_bytes, memory_order_relaxed) == 0 || !bank_lock_try()) return to;
+  size_t at = to;
+  while (at > from && bank_full != 0) {
+    unsigned slot = (unsigned)__builtin_ctzll(bank_full);
+    if (!hak_os_move(bank_base + (size_t)slot * BANK_UNIT, BANK_UNIT, (char *)l + at - BANK_UNIT)) break;
+    bank_full &= ~((uint64_t)1 << slot);
+    at -= BANK_UNIT;
+  }
+  bank_unlock(at != to);
+  return at;
+}
+
+/* Give the bank's pages back if it is idle for the purge delay (all if
+ * force); when it is next due, 0 if it holds none. */
+static uint64_t bank_decay(uint64_t now, bool force)
+{
+  if (atomic_load_explicit(&bank_bytes, memory_order_relaxed) == 0) return 0;
+  uint64_t due = atomic_load_explicit(&bank_active_ms, memory_order_relaxed) + hak_opt.cache_delay_ms;
+  if (!force && now < due) return due;
+  if (!bank_lock_try()) return now + 1;
+  if (bank_full != 0) hak_os_purge(bank_base, (size_t)BANK_SLOTS * BANK_UNIT);
+  bank_full = 0;
+  bank_unlock(false);
+  return 0;
 }
 
 /* ------------------------------------------------------------ temperature */
@@ -362,6 +476,7 @@ static hak_large_t *large_discard(hak_large_t *l)
 void hak_large_decay(void)
 {
   uint64_t oldest = atomic_load_explicit(&cache_oldest_ms, memory_order_relaxed);
+  if (atomic_load_explicit(&bank_bytes, memory_order_relaxed) != 0) (void)bank_decay(hak_os_now_ms(), false);
   if (oldest == 0) return;
   uint64_t now = hak_os_now_ms();
   if (now - oldest < hak_opt.purge_delay_ms) return;
@@ -403,6 +518,7 @@ void hak_large_trim(void)
   }
   hak_large_t *held = atomic_exchange_explicit(&cold_held, NULL, memory_order_acq_rel);
   if (held != NULL) large_retire(held);
+  (void)bank_decay(hak_os_now_ms(), true);
   hak_retire_flush();
 }
 
@@ -442,8 +558,12 @@ static hak_large_t *large_grow_mapping(hak_large_t *l, size_t map_size)
   }
   /* The kernel may refuse the second run (it moved the first): copy it
    * then, so nothing has to be moved back (which could fail too). */
-  if (old_end > run && !hak_os_move((char *)l + run, old_end - run, (char *)n + run))
-    memcpy((char *)n + run, (char *)l + run, old_end - run);
+  if (old_end > run && !hak_os_move((char *)l + run, old_end - run, (char *)n + run)) {
+    /* Units the bank moved in are VMAs of their own (see the bank): one
+     * unit at a time then. */
+    for (size_t at = run; at < old_end; at += BANK_UNIT)
+      if (!hak_os_move((char *)l + at, BANK_UNIT, (char *)n + at)) memcpy((char *)n + at, (char *)l + at, BANK_UNIT);
+  }
   hak_gcount(&hak_gstats.mapped_bytes, map_size);
   /* From here on l reads as zero: only n is used. */
   n->map_base = n;
@@ -487,12 +607,13 @@ static void count_large(hak_heap_t *h, bool alloc, uint64_t blocks, size_t bytes
 
 /* A mapping of map_size bytes or more: from the cache (grown if needed,
  * unprotected), or fresh.  NULL on ENOMEM. */
-static hak_large_t *large_map(size_t map_size, size_t map_align)
+static hak_large_t *large_map(size_t map_size, size_t map_align, size_t *fresh_from)
 {
   if (map_align <= HAK_SS_SIZE) {
     hak_large_t *l = cache_take(map_size);
     if (l != NULL) {
       if (hak_opt.secure) large_protect(l, true);
+      *fresh_from = large_end(l);  /* grown: the new part holds no page */
       if (l->map_size < map_size) {
         hak_large_t *g = large_grow_mapping(l, map_size);
         if (g == NULL) large_retire(l);
@@ -509,6 +630,7 @@ static hak_large_t *large_map(size_t map_size, size_t map_align)
   l->map_base = l;
   l->map_size = map_size;
   l->dirty_from = end;
+  *fresh_from = end;
   hak_gcount(&hak_gstats.mapped_bytes, map_size);
   if (!hak_map_set_range(l, map_size, large_region_tag_base(l))) {
     hak_os_unmap(l, map_size);
@@ -541,7 +663,8 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
    * the mapping). */
   if (size == 0) size = 1;
   size_t map_size = hak_align_up(off_min + size, HAK_SS_SIZE) + GUARD;
-  hak_large_t *l = large_map(map_size, align > HAK_SS_SIZE ? align : HAK_SS_SIZE);
+  size_t fresh_from;
+  hak_large_t *l = large_map(map_size, align > HAK_SS_SIZE ? align : HAK_SS_SIZE, &fresh_from);
   if (l == NULL) { errno = ENOMEM; return NULL; }
   size_t end = large_end(l), off, usable;
   if (!grow) {
@@ -565,7 +688,29 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
    * block holds at most 1/8 more than its size plus 2 MiB.  Keeping more
    * saves few faults and costs RSS (bench/results/history.md). */
   size_t below = off - sizeof(uintptr_t);  /* the canary word */
-  if (l->dirty_from < below && below - l->dirty_from > l->usable / 8) large_purge_below(l, below);
+  if (l->dirty_from < below) {
+    /* Whole units of them go to the bank (see bank_deposit). */
+    size_t from = unit_up(l->dirty_from > HAK_SS_SIZE ? l->dirty_from : HAK_SS_SIZE), to = unit_down(below);
+    size_t banked_to = to > from ? bank_deposit(l, from, to) : from;
+    if (below - l->dirty_from - (banked_to - from) > l->usable / 8) {
+      /* The rest goes back: below the units banked, and above them. */
+      if (banked_to > from) {
+        if (from > l->dirty_from) hak_os_purge((char *)l + (l->dirty_from & ~(HAK_PAGE_SIZE - 1)), from - (l->dirty_from & ~(HAK_PAGE_SIZE - 1)));
+        l->dirty_from = banked_to;
+      }
+      large_purge_below(l, below);
+    }
+  } else if (!grow) {
+    /* Units of the block that hold no page: from the bank, below the
+     * committed part [dirty_from, E), and the part a growth added. */
+    size_t low = unit_up(off > HAK_SS_SIZE ? off : HAK_SS_SIZE);
+    if (fresh_from < end && unit_up(fresh_from) < end) (void)bank_withdraw(l, unit_up(fresh_from) > low ? unit_up(fresh_from) : low, end);
+    size_t top = unit_down(l->dirty_from);
+    if (top > low) {
+      size_t filled = bank_withdraw(l, low, top);
+      if (filled < top) l->dirty_from = filled;  /* calloc zeroes them */
+    }
+  }
   ((uintptr_t *)l->user)[-1] = hak_canary_word(l->user);
   if ((zero || hak_opt.secure) && l->dirty_from < off + usable) {
     size_t from = l->dirty_from > off ? l->dirty_from : off;
@@ -657,7 +802,9 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
 uint64_t hak_large_next_due(void)
 {
   uint64_t oldest = atomic_load_explicit(&cache_oldest_ms, memory_order_relaxed);
-  return oldest == 0 ? 0 : oldest + hak_opt.purge_delay_ms;
+  uint64_t due = oldest == 0 ? 0 : oldest + hak_opt.purge_delay_ms;
+  uint64_t bank = bank_decay(hak_os_now_ms(), false);
+  return due == 0 || (bank != 0 && bank < due) ? bank : due;
 }
 
 size_t hak_large_cached_bytes(void) { return atomic_load_explicit(&cache_bytes, memory_order_relaxed); }

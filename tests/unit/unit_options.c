@@ -23,7 +23,8 @@ static const char *const all_options[] = { "HAKMEM_STATS", "HAKMEM_VERBOSE", "HA
                                            "HAKMEM_PURGE_THRESHOLD_KB", "HAKMEM_SS_RESERVE", "HAKMEM_SS_CACHE",
                                            "HAKMEM_PARKED_HEAPS", "HAKMEM_RETIRE_BATCH", "HAKMEM_LARGE_CACHE_KB",
                                            "HAKMEM_PROF", "HAKMEM_PROF_SAMPLE", "HAKMEM_PROF_SIGNAL",
-                                           "HAKMEM_PROF_LEAKS", "HAKMEM_PROF_FILE" };
+                                           "HAKMEM_PROF_LEAKS", "HAKMEM_PURGE_THREAD", "HAKMEM_CACHE_DELAY_MS",
+                                           "HAKMEM_PROF_FILE" };
 #define N_OPTIONS (sizeof all_options / sizeof *all_options)
 
 /* In the child: env ("NAME=value" strings, NULL-terminated) on top of an
