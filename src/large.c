@@ -341,11 +341,12 @@ static void cache_make_room(size_t target)
  * never spans two VMAs, which mremap refuses.  Not in secure mode (its
  * protections work on whole mappings).
  *
- * The bank holds at most half of hak_opt.large_cache (BANK_SLOTS units at
- * most).  Its pages go back when it has seen no deposit and no withdrawal
- * for hak_opt.cache_delay_ms (hak_large_decay: the purger thread or large
- * operations; a step of a big-buffer program that faults a buffer in can
- * take longer than the purge delay).  Invariants: bank_base, bank_full under bank_lock; slot i
+ * The bank holds at most a quarter of the large bytes live and half of
+ * hak_opt.large_cache (bank_room).  Its pages go back when it has seen no
+ * deposit and no withdrawal for hak_opt.cache_delay_ms (hak_large_decay:
+ * the purger thread or large operations; a step of a big-buffer program
+ * that faults a buffer in can take longer than the purge delay).
+ * Invariants: bank_base, bank_full under bank_lock; slot i
  * of the bank holds a deposited unit iff bit i of bank_full is set (other
  * slots read as zero: never used, withdrawn, or purged); bank_bytes
  * mirrors popcount(bank_full) units (read without the lock only as a
@@ -376,6 +377,17 @@ static void bank_unlock(bool moved)
   pthread_mutex_unlock(&bank_lock);
 }
 
+/* The units the bank may hold: a quarter of the large bytes live (the
+ * program's working set of big blocks), at most half of
+ * hak_opt.large_cache and BANK_SLOTS. */
+static size_t bank_room(void)
+{
+  size_t room = atomic_load_explicit(&large_live_bytes, memory_order_relaxed) / 4;
+  if (room > hak_opt.large_cache / 2) room = hak_opt.large_cache / 2;
+  room /= BANK_UNIT;
+  return room < BANK_SLOTS ? room : BANK_SLOTS;
+}
+
 /* Move the units [from, to) of l's block area (unit offsets past the first
  * region, pages committed or not) into the bank, from the bottom up, as
  * far as it has room; the offset up to which they went. */
@@ -383,8 +395,7 @@ static size_t bank_deposit(hak_large_t *l, size_t from, size_t to)
 {
   if (to <= from || !bank_lock_try()) return from;
   if (bank_base == NULL) bank_base = hak_os_map_aligned((size_t)BANK_SLOTS * BANK_UNIT, BANK_UNIT);
-  size_t room = hak_opt.large_cache / 2 / BANK_UNIT, at = from;
-  if (room > BANK_SLOTS) room = BANK_SLOTS;
+  size_t room = bank_room(), at = from;
   while (bank_base != NULL && at < to && (size_t)__builtin_popcountll(bank_full) < room) {
     unsigned slot = (unsigned)__builtin_ctzll(~bank_full);
     if (!hak_os_move((char *)l + at, BANK_UNIT, bank_base + (size_t)slot * BANK_UNIT)) break;
