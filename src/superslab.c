@@ -382,12 +382,13 @@ void hak_ss_release(hak_heap_t *h, hak_superslab_t *ss)
   ss->dirty_aged = 0;
   atomic_store_explicit(&ss->owner, NULL, memory_order_relaxed);
   hak_map_set_range(ss, HAK_SS_SIZE, HAK_TAG_SS);
+  bool dirty = ss->dirty_units != 0;  /* read now: once cached, ss is the cache's */
   pthread_mutex_lock(&cache_lock);
   ss->cached_ms = hak_os_now_ms();
   atomic_store_explicit(&cache_active_ms, ss->cached_ms, memory_order_relaxed);
   cache_insert(ss);
   pthread_mutex_unlock(&cache_lock);
-  if (ss->dirty_units != 0) hak_os_bell_ring();  /* the purger's next pass has work */
+  if (dirty) hak_os_bell_ring();  /* the purger's next pass has work */
 }
 
 #define CACHE_BATCH 16  /* SuperSlabs purged or unmapped per hold of cache_lock */
