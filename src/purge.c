@@ -1,7 +1,8 @@
 /* The purger thread.  Free memory that leaves a heap for the global caches
- * (empty SuperSlabs, superslab.c; freed large mappings, large.c) keeps its
- * pages for the purge delay, so a program that frees and allocates again
- * within it (threads of a pool exiting and starting, big buffers replaced)
+ * (empty SuperSlabs, superslab.c; freed large mappings and the page bank,
+ * large.c) keeps its pages until the cache has idled for its delay, so a
+ * program that frees and allocates again meanwhile (threads of a pool
+ * exiting and starting, big buffers replaced)
  * reuses them with no madvise and no page fault.  Something has to give
  * them back when the program goes idle and makes no call: this thread.  It
  * sleeps on a doorbell (os.c) until a cache holds dirty pages, then wakes
@@ -18,8 +19,8 @@
  * has no purger until its own maintenance starts one.  With statistics
  * on, the exit report stops it first (hak_purge_stop).
  *
- * state: written by the starter (CAS) and the fork child handler; read
- * relaxed (a hint for the starter; hak_purge_running is a statistic). */
+ * state: written by the starter (CAS), hak_purge_stop and the fork child
+ * handler; read relaxed as a hint by the starter, acquire by the stopper. */
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -108,8 +109,6 @@ void hak_purge_stop(void)
   (void)pthread_timedjoin_np(purger_thread, NULL, &ts);
   atomic_store_explicit(&purger_state, PURGER_FAILED, memory_order_relaxed);  /* never again */
 }
-
-bool hak_purge_running(void) { return atomic_load_explicit(&purger_state, memory_order_relaxed) == PURGER_RUNNING; }
 
 /* The child of a fork has only the forking thread. */
 void hak_purge_after_fork(bool child)

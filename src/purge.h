@@ -6,7 +6,6 @@
 #include "base.h"
 
 void hak_purge_maybe_start(void);   /* from a slow path that holds nothing of hakmem's */
-bool hak_purge_running(void);
 void hak_purge_after_fork(bool child);
 void hak_purge_stop(void);          /* at exit: the thread ends (joined) */
 
