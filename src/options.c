@@ -9,8 +9,8 @@
  *   hakmem: ignoring HAKMEM_X=<value>: <why>; using <default>
  * and the default is kept.  HAKMEM_VERBOSE=1 prints the options in force at
  * start-up, one line each; HAKMEM_VERBOSE=2 prints this table as the
- * markdown table of the README (tests/unit/readme_options.sh checks that the
- * README holds exactly that table). */
+ * markdown table of docs/tuning.md (tests/unit/readme_options.sh checks that
+ * the document holds exactly that table). */
 #include <stdlib.h>
 
 #include "options.h"
