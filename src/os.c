@@ -180,15 +180,20 @@ uint64_t hak_os_now_ms(void)
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* The doorbell: 1 from the waiter's arm until it is rung, 0 otherwise.
- * The waiter arms (stores 1), looks for work once more, then sleeps only
- * while the word is still 1; a ringer publishes its work, then reads the
- * word and exchanges it to 0 if it is 1.  Either the waiter's look sees
- * the work or the ringer sees the 1 and the sleep returns (the word is no
- * longer 1, or the wake reaches it).  The seq_cst store and fence keep the
+/* The doorbell: 1 from the waiter's arm until it is rung, 0 otherwise, and
+ * 2 while the waiter sleeps with a deadline.  The waiter arms (stores 1),
+ * looks for work once more, then sleeps only while the word is still what
+ * it left there; a ringer publishes its work, then reads the word and, if
+ * it is 1, exchanges it to 0 and wakes the waiter.  Either the waiter's look
+ * sees the work or the ringer sees the 1 and the sleep returns (the word
+ * changed, or the wake reaches it).  The seq_cst store and fence keep the
  * arm before the look and the publication before the read (the
- * store-buffering pattern), which the waiter's and the ringer's own
- * locks, release and acquire only, would not. */
+ * store-buffering pattern), which the waiter's and the ringer's own locks,
+ * release and acquire only, would not.  A waiter with a deadline (2) is not
+ * woken: it wakes by then and looks again, and the work rung for (pages
+ * just cached) falls due after the work it already waits for, at most a
+ * cache delay later.  So a program that frees large blocks in a loop makes
+ * no futex call per free. */
 static _Atomic(uint32_t) bell;
 
 void hak_os_bell_arm(void)
@@ -200,14 +205,27 @@ void hak_os_bell_arm(void)
 void hak_os_bell_wait(uint64_t ms)
 {
   struct timespec ts = { (time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L };
-  syscall(SYS_futex, &bell, FUTEX_WAIT_PRIVATE, 1u, ms != 0 ? &ts : NULL, NULL, 0);
+  uint32_t armed = 1;
+  if (ms != 0) {
+    if (!atomic_compare_exchange_strong(&bell, &armed, 2)) return;  /* rung meanwhile */
+    armed = 2;
+  }
+  syscall(SYS_futex, &bell, FUTEX_WAIT_PRIVATE, armed, ms != 0 ? &ts : NULL, NULL, 0);
 }
 
 void hak_os_bell_ring(void)
 {
   atomic_thread_fence(memory_order_seq_cst);
-  if (atomic_load_explicit(&bell, memory_order_relaxed) == 0) return;  /* nobody sleeps */
+  /* 0: nobody sleeps; 2: the waiter wakes by its deadline. */
+  if (atomic_load_explicit(&bell, memory_order_relaxed) != 1) return;
   if (atomic_exchange(&bell, 0) == 1) syscall(SYS_futex, &bell, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void hak_os_bell_wake(void)
+{
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&bell, memory_order_relaxed) == 0) return;
+  if (atomic_exchange(&bell, 0) != 0) syscall(SYS_futex, &bell, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 void hak_write_stderr(const char *s)

@@ -18,6 +18,7 @@ uint64_t hak_os_now_ms(void);
 void  hak_os_bell_arm(void);
 void  hak_os_bell_wait(uint64_t ms);
 void  hak_os_bell_ring(void);
+void  hak_os_bell_wake(void);  /* a ring that also wakes a waiter with a deadline */
 void  hak_write_stderr(const char *s);
 _Noreturn void hak_fatal(const char *what, const void *p);
 

@@ -99,7 +99,7 @@ void hak_purge_stop(void)
   if (atomic_load_explicit(&purger_state, memory_order_acquire) != PURGER_RUNNING) return;
   hak_ss_set_purger(false);
   atomic_store(&purger_stop, true);
-  hak_os_bell_ring();
+  hak_os_bell_wake();
   /* Bounded: a signal handler that calls exit while its thread holds a
    * cache lock would otherwise hang the exit (the report then counts the
    * thread's block as live). */
