@@ -18,11 +18,12 @@ void hak_out_flush(hak_out_t *o)
     int saved = errno;
     const char *p = o->buf;
     size_t n = o->len;
-    while (n > 0) {
+    while (n > 0 && o->err == 0) {
       ssize_t w = write(o->fd, p, n);
       if (w <= 0) {
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && errno == EBADF && o->fd != 2) { o->fd = 2; continue; }  /* closed: stderr itself */
+        o->err = w < 0 ? errno : EIO;
         break;
       }
       p += w;
@@ -33,7 +34,7 @@ void hak_out_flush(hak_out_t *o)
   o->len = 0;
 }
 
-static void out_raw(hak_out_t *o, const char *s, size_t n)
+void hak_out_bytes(hak_out_t *o, const char *s, size_t n)
 {
   while (n > 0) {
     if (o->len == sizeof o->buf) hak_out_flush(o);
@@ -48,17 +49,17 @@ static void out_raw(hak_out_t *o, const char *s, size_t n)
 
 static void out_pad(hak_out_t *o, int n)
 {
-  for (; n > 0; n--) out_raw(o, " ", 1);
+  for (; n > 0; n--) hak_out_bytes(o, " ", 1);
 }
 
-void hak_out_str(hak_out_t *o, const char *s) { out_raw(o, s, strlen(s)); }
+void hak_out_str(hak_out_t *o, const char *s) { hak_out_bytes(o, s, strlen(s)); }
 
 /* s left-aligned in width columns (negative width: right-aligned). */
 void hak_out_strw(hak_out_t *o, const char *s, int width)
 {
   int n = (int)strlen(s);
   if (width < 0) out_pad(o, -width - n);
-  out_raw(o, s, (size_t)n);
+  hak_out_bytes(o, s, (size_t)n);
   if (width > 0) out_pad(o, width - n);
 }
 
@@ -69,14 +70,23 @@ void hak_out_u64(hak_out_t *o, uint64_t v, int width)
   int n = 0;
   do { d[sizeof d - 1 - n++] = (char)('0' + v % 10); v /= 10; } while (v != 0);
   out_pad(o, width - n);
-  out_raw(o, d + sizeof d - n, (size_t)n);
+  hak_out_bytes(o, d + sizeof d - n, (size_t)n);
 }
 
 /* " name=v" */
 void hak_out_kv(hak_out_t *o, const char *name, uint64_t v)
 {
-  out_raw(o, " ", 1);
+  hak_out_bytes(o, " ", 1);
   hak_out_str(o, name);
-  out_raw(o, "=", 1);
+  hak_out_bytes(o, "=", 1);
   hak_out_u64(o, v, 0);
+}
+
+void hak_out_hex(hak_out_t *o, uint64_t v)
+{
+  char d[18];
+  int n = 0;
+  do { d[sizeof d - 1 - n++] = "0123456789abcdef"[v & 15]; v >>= 4; } while (v != 0);
+  hak_out_bytes(o, "0x", 2);
+  hak_out_bytes(o, d + sizeof d - n, (size_t)n);
 }

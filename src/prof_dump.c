@@ -35,72 +35,6 @@
 static pid_t start_pid;                 /* written by hak_prof_dump_init, read-only after */
 static _Atomic(uint32_t) signal_dumps;  /* profiles written by the signal handler */
 
-/* ------------------------------------------------------------ the writer */
-
-/* A buffered writer to a file: the first error is kept. */
-typedef struct {
-  int fd, err;
-  size_t len;
-  char buf[4096];
-} writer_t;
-
-static void w_flush(writer_t *w)
-{
-  const char *p = w->buf;
-  while (w->len > 0 && w->err == 0) {
-    ssize_t n = write(w->fd, p, w->len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      w->err = n < 0 ? errno : EIO;
-      break;
-    }
-    p += n;
-    w->len -= (size_t)n;
-  }
-  w->len = 0;
-}
-
-static void w_raw(writer_t *w, const char *s, size_t n)
-{
-  while (n > 0) {
-    if (w->len == sizeof w->buf) w_flush(w);
-    size_t k = sizeof w->buf - w->len;
-    if (k > n) k = n;
-    memcpy(w->buf + w->len, s, k);
-    w->len += k;
-    s += k;
-    n -= k;
-  }
-}
-
-static void w_str(writer_t *w, const char *s) { w_raw(w, s, strlen(s)); }
-
-/* v in decimal, right-aligned in width columns. */
-static void w_u64(writer_t *w, uint64_t v, int width)
-{
-  char b[24];
-  int i = sizeof b;
-  do {
-    b[--i] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  for (int pad = width - ((int)sizeof b - i); pad > 0; pad--) w_raw(w, " ", 1);
-  w_raw(w, b + i, sizeof b - (size_t)i);
-}
-
-static void w_hex(writer_t *w, uint64_t v)
-{
-  char b[18];
-  int i = sizeof b;
-  do {
-    b[--i] = "0123456789abcdef"[v & 15];
-    v >>= 4;
-  } while (v != 0);
-  b[--i] = 'x';
-  b[--i] = '0';
-  w_raw(w, b + i, sizeof b - (size_t)i);
-}
-
 /* ------------------------------------------------------------- profiles */
 
 /* A site's figures: live or remote, bytes and blocks. */
@@ -130,22 +64,22 @@ static const hak_prof_site_t *site_figures(hak_prof_tables_t *t, size_t i, bool 
   return s;
 }
 
-static void w_figures(writer_t *w, const figures_t *f)
+static void w_figures(hak_out_t *w, const figures_t *f)
 {
-  w_u64(w, f->live_blocks, 6);
-  w_str(w, ": ");
-  w_u64(w, f->live_bytes, 8);
-  w_str(w, " [");
-  w_u64(w, f->alloc_blocks, 6);
-  w_str(w, ": ");
-  w_u64(w, f->alloc_bytes, 8);
-  w_str(w, "] @");
+  hak_out_u64(w, f->live_blocks, 6);
+  hak_out_str(w, ": ");
+  hak_out_u64(w, f->live_bytes, 8);
+  hak_out_str(w, " [");
+  hak_out_u64(w, f->alloc_blocks, 6);
+  hak_out_str(w, ": ");
+  hak_out_u64(w, f->alloc_bytes, 8);
+  hak_out_str(w, "] @");
 }
 
 /* Copy the process's maps: /proc/thread-self/maps, which a process whose
  * main thread has exited (pthread_exit) still has (/proc/self/maps is then
  * empty). */
-static void w_maps(writer_t *w)
+static void w_maps(hak_out_t *w)
 {
   int fd = open("/proc/thread-self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
@@ -155,7 +89,7 @@ static void w_maps(writer_t *w)
     ssize_t n = read(fd, b, sizeof b);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    w_raw(w, b, (size_t)n);
+    hak_out_bytes(w, b, (size_t)n);
   }
   close(fd);
 }
@@ -165,7 +99,7 @@ static void w_maps(writer_t *w)
 static int write_profile(const char *path, bool remote)
 {
   hak_prof_tables_t *t = atomic_load_explicit(&hak_prof_tables, memory_order_acquire);
-  writer_t w = { .fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) };
+  hak_out_t w = { .fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) };
   if (w.fd < 0) return -1;
   figures_t total = { 0, 0, 0, 0 }, f;
   for (size_t i = 0; i < HAK_PROF_SITES; i++) {
@@ -175,22 +109,22 @@ static int write_profile(const char *path, bool remote)
     total.alloc_blocks += f.alloc_blocks;
     total.alloc_bytes += f.alloc_bytes;
   }
-  w_str(&w, "heap profile: ");
+  hak_out_str(&w, "heap profile: ");
   w_figures(&w, &total);
-  w_str(&w, " heapprofile\n");
+  hak_out_str(&w, " heapprofile\n");
   for (size_t i = 0; i < HAK_PROF_SITES; i++) {
     const hak_prof_site_t *s = site_figures(t, i, remote, &f);
     if (s == NULL || f.alloc_bytes == 0) continue;
     w_figures(&w, &f);
     for (uint32_t d = 0; d < s->depth; d++) {
-      w_str(&w, " ");
-      w_hex(&w, s->pc[d]);
+      hak_out_str(&w, " ");
+      hak_out_hex(&w, s->pc[d]);
     }
-    w_str(&w, "\n");
+    hak_out_str(&w, "\n");
   }
-  w_str(&w, "\nMAPPED_LIBRARIES:\n");
+  hak_out_str(&w, "\nMAPPED_LIBRARIES:\n");
   w_maps(&w);
-  w_flush(&w);
+  hak_out_flush(&w);
   int err = w.err;
   if (close(w.fd) != 0 && err == 0 && errno != EINTR) err = errno;
   if (err == 0) return 0;
@@ -301,25 +235,16 @@ void hak_prof_dump_init(void)
 static void leak_frame(hak_out_t *o, unsigned i, uintptr_t pc)
 {
   Dl_info info;
-  char b[24];
   hak_out_str(o, "hakmem:     #");
   hak_out_u64(o, i, 0);
   hak_out_str(o, " ");
-  writer_t hex = { .fd = -1 };
-  w_hex(&hex, pc);
-  memcpy(b, hex.buf, hex.len);
-  b[hex.len] = 0;
-  hak_out_str(o, b);
+  hak_out_hex(o, pc);
   if (dladdr((void *)(pc - (i > 0)), &info) != 0) {
     if (info.dli_sname != NULL) {
       hak_out_str(o, " ");
       hak_out_str(o, info.dli_sname);
-      hex.len = 0;
       hak_out_str(o, "+");
-      w_hex(&hex, pc - (uintptr_t)info.dli_saddr);
-      memcpy(b, hex.buf, hex.len);
-      b[hex.len] = 0;
-      hak_out_str(o, b);
+      hak_out_hex(o, pc - (uintptr_t)info.dli_saddr);
     }
     if (info.dli_fname != NULL) {
       hak_out_str(o, " (");
