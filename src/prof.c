@@ -93,7 +93,7 @@ void hak_prof_start(void)
 {
   if (tables == NULL) return;
   if (!hak_stack_init()) {
-    hak_write_stderr("hakmem: HAKMEM_PROF=1 needs libunwind (Debian: apt-get install libunwind8); profiling off\n");
+    hak_write_stderr("hakmem: HAKMEM_PROF=1 needs an unwinder (libgcc_s.so.1 or libunwind.so.8); profiling off\n");
     return;
   }
   atomic_store_explicit(&hak_prof_tables, tables, memory_order_release);
@@ -268,7 +268,7 @@ static HAK_NOINLINE void sample(hak_prof_tables_t *t, void *p, size_t n)
   count(&counts.samples, 1);
   uintptr_t pc[HAK_PROF_DEPTH];
   tls_capturing = true;
-  int depth = hak_stack_capture(pc, HAK_PROF_DEPTH, 2);   /* hak_stack_capture, sample */
+  int depth = hak_stack_capture(pc, HAK_PROF_DEPTH, 1);   /* sample's own frame */
   tls_capturing = false;
   if (depth <= 0) {
     pc[0] = 0;
