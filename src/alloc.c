@@ -117,7 +117,7 @@ static HAK_INLINE void *hak_malloc_inline(size_t n)
 {
   if (HAK_LIKELY(n < hak_fast_limit)) {
     hak_heap_t *h = hak_tls_heap;
-    size_t c = hak_size_class(n);
+    size_t c = hak_fast_size_class(n);
     /* and the profiler's countdown, in its units (prof.h) */
     void *p = hak_heap_pop_counted(h, c, (size_t)hak_prof_units(n), prof_sample_popped);
     if (HAK_LIKELY(p != NULL)) return p;

@@ -92,6 +92,7 @@ void hak_init_slow(void)
                                               memory_order_acquire)) {
     int saved = errno;
     tls_in_init = true;
+    hak_size_class_init();
 #ifndef NDEBUG
     hak_size_class_check();
 #endif

@@ -143,6 +143,13 @@ const uint8_t hak_class_of_index[HAK_CLASS_INDEXES] = {
   51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51,
 };
 
+uint8_t hak_fast_class[HAK_FAST_INDEXES] __attribute__((aligned(64)));
+
+void hak_size_class_init(void)
+{
+  for (size_t i = 0; i < HAK_FAST_INDEXES; i++) hak_fast_class[i] = (uint8_t)hak_size_class(i * 16);
+}
+
 int hak_size_class_aligned(size_t n, size_t align)
 {
   if (n > HAK_SMALL_MAX || align > HAK_SLAB_ALIGN) return -1;
@@ -166,6 +173,7 @@ void hak_size_class_check(void)
   for (size_t n = 1; n <= HAK_SMALL_MAX; n++) {
     size_t c = hak_size_class(n);
     if (hak_class_size[c] < n || (c > 0 && hak_class_size[c - 1] >= n)) hak_fatal("size class table", (void *)n);
+    if (n <= HAK_UNTRAILED_MAX && hak_fast_size_class(n) != c) hak_fatal("fast size class table", (void *)n);
   }
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
     size_t b = HAK_REMOTE_BATCH_BYTES / hak_class_size[c];
