@@ -8,6 +8,7 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "stats_report.h"
@@ -348,6 +349,72 @@ static void report_matrix(hak_out_t *o)
   hak_out_str(o, "\n");
 }
 
+/* Where the SuperSlabs' resident memory is (the "resident" line): the
+ * pages the kernel has resident (mincore) of every SuperSlab in the
+ * registry, split into the headers; the units of slabs that hold blocks
+ * (blocks_kb: those blocks' bytes, handed out to the program or held
+ * freed by a thread cache or a pending remote free: the rest of slabs_kb
+ * is free space inside those slabs); and empty_kb, units of no slab or of
+ * an empty one, which the purge policy gives back once idle (superslab.c).
+ * Read from what any thread may read (a slab's atomic used and class, the
+ * size tables): a snapshot, while the owners work. */
+typedef struct {
+  uint64_t pages, header, slab, empty, blocks;   /* pages; blocks in bytes */
+} resident_t;
+
+#define SS_PAGES (HAK_SS_SIZE / HAK_PAGE_SIZE)
+#define UNIT_PAGES (HAK_UNIT_SIZE / HAK_PAGE_SIZE)
+#define HEADER_PAGES (HAK_SS_HEADER_SIZE / HAK_PAGE_SIZE)
+
+static uint64_t resident_pages(const unsigned char *vec, size_t from, size_t to)
+{
+  uint64_t n = 0;
+  for (size_t i = from; i < to; i++) n += vec[i] & 1;
+  return n;
+}
+
+static void ss_resident(hak_superslab_t *ss, void *ctx)
+{
+  resident_t *r = ctx;
+  unsigned char vec[SS_PAGES];
+  if (mincore(ss, HAK_SS_SIZE, vec) != 0) return;
+  r->pages += resident_pages(vec, 0, SS_PAGES);
+  r->header += resident_pages(vec, 0, HEADER_PAGES);
+  for (unsigned u = 0; u < HAK_UNITS;) {
+    size_t from = u == 0 ? HEADER_PAGES : (size_t)u * UNIT_PAGES;
+    hak_slab_t *s = &ss->slabs[u];
+    uint32_t used = hak_slab_used(s);
+    size_t c = atomic_load_explicit(&s->stat_cls, memory_order_relaxed);
+    unsigned span = used != 0 && c < HAK_NUM_CLASSES ? hak_class_span(c) : 1;
+    if (span > HAK_UNITS - u) span = HAK_UNITS - u;
+    uint64_t n = resident_pages(vec, from, (size_t)(u + span) * UNIT_PAGES);
+    if (span > 1 || (used != 0 && c < HAK_NUM_CLASSES)) {
+      r->slab += n;
+      r->blocks += (uint64_t)used * hak_class_size[c];
+    } else {
+      r->empty += n;
+    }
+    u += span;
+  }
+}
+
+static void report_resident(hak_out_t *o)
+{
+  resident_t r;
+  memset(&r, 0, sizeof r);
+  hak_rcu_read_lock();
+  hak_map_for_each_ss(ss_resident, &r);
+  hak_rcu_read_unlock();
+  uint64_t kb = HAK_PAGE_SIZE >> 10;
+  hak_out_str(o, "hakmem: resident");
+  hak_out_kv(o, "superslabs_kb", r.pages * kb);
+  hak_out_kv(o, "headers_kb", r.header * kb);
+  hak_out_kv(o, "slabs_kb", r.slab * kb);
+  hak_out_kv(o, "blocks_kb", r.blocks >> 10);
+  hak_out_kv(o, "empty_kb", r.empty * kb);
+  hak_out_str(o, "\n");
+}
+
 static void report_details(hak_out_t *o, const hak_stats_t *s)
 {
   report_classes(o);
@@ -370,6 +437,7 @@ static void report_details(hak_out_t *o, const hak_stats_t *s)
   hak_out_kv(o, "remote_frees", s->remote_frees);
   hak_out_kv(o, "threads_exited", s->heaps_abandoned);
   hak_out_str(o, "\n");
+  report_resident(o);
   report_matrix(o);
 }
 

@@ -145,6 +145,57 @@ static void test_print(void)
   for (int i = 0; i < 7; i++) hak_free(p[i]);
 }
 
+/* The "resident" line of hak_stats_print. */
+typedef struct { unsigned long long ss, headers, slabs, blocks, empty; } resident_line_t;
+
+static bool print_resident(resident_line_t *r)
+{
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (f == NULL) return false;
+  hak_stats_print(f);
+  fclose(f);
+  const char *line = strstr(text, "hakmem: resident");
+  int n = line == NULL ? 0
+                       : sscanf(line, "hakmem: resident superslabs_kb=%llu headers_kb=%llu slabs_kb=%llu blocks_kb=%llu empty_kb=%llu",
+                                &r->ss, &r->headers, &r->slabs, &r->blocks, &r->empty);
+  if (n != 5) fprintf(stderr, "no resident line in:\n%s", text);
+  free(text);
+  return n == 5;
+}
+
+/* The resident line follows the program's blocks: 4 MiB of 1000-byte blocks,
+ * written, show in blocks_kb and in the resident pages of their slabs;
+ * freed, they leave blocks_kb (a thread cache keeps at most 128 KiB of a
+ * class) and their pages stay resident as free space or empty units until
+ * the purge delay. */
+static void test_resident(void)
+{
+  ts_check_section("resident");
+  enum { N = 4096, SIZE = 1000 };
+  static void *p[N];
+  resident_line_t before, live, after;
+  REQUIRE(print_resident(&before), "resident line");
+  for (int i = 0; i < N; i++) {
+    p[i] = hak_malloc(SIZE);
+    REQUIRE(p[i] != NULL, "malloc");
+    memset(p[i], 0x5a, SIZE);
+  }
+  REQUIRE(print_resident(&live), "resident line");
+  unsigned long long kb = (unsigned long long)N * SIZE / 1024;
+  CHECK(live.blocks >= before.blocks + kb, "blocks_kb %llu -> %llu after %llu KiB of blocks", before.blocks,
+        live.blocks, kb);
+  CHECK(live.slabs >= before.slabs + kb * 9 / 10, "slabs_kb %llu -> %llu after %llu KiB written", before.slabs,
+        live.slabs, kb);
+  CHECK(live.ss == live.headers + live.slabs + live.empty, "%llu KiB resident != %llu + %llu + %llu", live.ss,
+        live.headers, live.slabs, live.empty);
+  for (int i = 0; i < N; i++) hak_free(p[i]);
+  REQUIRE(print_resident(&after), "resident line");
+  CHECK(after.blocks + kb - 160 <= live.blocks, "blocks_kb %llu -> %llu after freeing %llu KiB", live.blocks,
+        after.blocks, kb);
+}
+
 /* ------------------------------------------------------------ 2. scenario */
 
 /* Sizes of distinct classes, so the class table shows each thread's blocks. */
@@ -346,6 +397,7 @@ int main(int argc, char **argv)
   }
   test_classes();
   test_print();
+  test_resident();
   test_report();
   return ts_check_finish("unit_stats");
 }
