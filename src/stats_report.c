@@ -349,6 +349,15 @@ static void report_matrix(hak_out_t *o)
   hak_out_str(o, "\n");
 }
 
+/* f on every SuperSlab in the registry, under the RCU read lock (none is
+ * unmapped meanwhile). */
+static void walk_superslabs(void (*f)(hak_superslab_t *ss, void *ctx), void *ctx)
+{
+  hak_rcu_read_lock();
+  hak_map_for_each_ss(f, ctx);
+  hak_rcu_read_unlock();
+}
+
 /* Where the SuperSlabs' resident memory is (the "resident" line): the
  * pages the kernel has resident (mincore) of every SuperSlab in the
  * registry, split into the headers; the units of slabs that hold blocks
@@ -402,9 +411,7 @@ static void report_resident(hak_out_t *o)
 {
   resident_t r;
   memset(&r, 0, sizeof r);
-  hak_rcu_read_lock();
-  hak_map_for_each_ss(ss_resident, &r);
-  hak_rcu_read_unlock();
+  walk_superslabs(ss_resident, &r);
   uint64_t kb = HAK_PAGE_SIZE >> 10;
   hak_out_str(o, "hakmem: resident");
   hak_out_kv(o, "superslabs_kb", r.pages * kb);
@@ -539,9 +546,7 @@ static uint64_t live_walk(hak_class_stats_t *cs)
 {
   live_walk_t w;
   memset(&w, 0, sizeof w);
-  hak_rcu_read_lock();
-  hak_map_for_each_ss(ss_live, &w);
-  hak_rcu_read_unlock();
+  walk_superslabs(ss_live, &w);
   hak_heap_t *h = hak_tls_heap;
   if (h->state == HAK_HEAP_LIVE) {  /* this thread's own: race-free */
     for (size_t c = 0; c < HAK_NUM_CLASSES; c++) sub_blocks(&w, c, hak_tcache_count(h, c));
