@@ -14,8 +14,9 @@
  * ski-rental rule.  A thread that lives for a few hundred samples --
  * larson's, a pool's short tasks -- never pays libunwind's set-up; a
  * long-lived one pays it once it has spent about as much on libgcc's
- * unwinds, the sooner the deeper its stacks.  Both report the same return addresses; the
- * frames of hakmem's own code and a final 0 are dropped from either.
+ * unwinds, the sooner the deeper its stacks.  Both report the same return
+ * addresses; the capture's own frame (called from two places), hakmem's
+ * frames and a final 0 are dropped from either.
  *
  * Both are loaded with dlopen(RTLD_LOCAL) when the profiler starts, not
  * linked: libunwind.so.8 also defines the _Unwind_* functions of the C++
