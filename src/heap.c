@@ -142,6 +142,15 @@ static hak_heap_t *park_take_exact(hak_heap_t *h)
   return parked ? h : NULL;
 }
 
+size_t hak_heap_parked(hak_heap_t **out, size_t max)
+{
+  size_t n = 0;
+  pthread_mutex_lock(&park_lock);
+  for (hak_heap_t *h = park_newest; h != NULL && n < max; h = h->park_next) out[n++] = h;
+  pthread_mutex_unlock(&park_lock);
+  return n;
+}
+
 /* The oldest parked heap if it is due (parked for the purge delay, too many
  * parked, or all), off the list; else NULL. */
 static hak_heap_t *park_take_due(uint64_t now, bool all)

@@ -43,6 +43,9 @@ void  hak_heap_init(void);                /* the thread-exit key (init.c) */
 void  hak_heap_before_fork(void);         /* take the heaps' rare-path locks */
 void  hak_heap_after_fork(bool child);
 hak_heap_t *hak_heap_list(void);          /* every heap ever made (statistics) */
+/* The heaps parked now, at most max of them into out (statistics: the
+ * pointers only, to compare, never to follow). */
+size_t hak_heap_parked(hak_heap_t **out, size_t max);
 
 /* Small-block fast path (the whole of malloc for a thread's own blocks): no
  * lock, no atomic read-modify-write, no fence, no statistics (with

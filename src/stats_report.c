@@ -365,10 +365,18 @@ static void walk_superslabs(void (*f)(hak_superslab_t *ss, void *ctx), void *ctx
  * freed by a thread cache or a pending remote free: the rest of slabs_kb
  * is free space inside those slabs); and empty_kb, units of no slab or of
  * an empty one, which the purge policy gives back once idle (superslab.c).
+ * Across that split, by owner: parked_kb, the SuperSlabs of heaps parked
+ * by exited threads (heap.c), and unowned_kb, of none (abandoned, or in
+ * the empty-SuperSlab cache).
  * Read from what any thread may read (a slab's atomic used and class, the
  * size tables): a snapshot, while the owners work. */
+#define PARKED_SEEN 64   /* parked heaps told apart (HAKMEM_PARKED_HEAPS is 8 by default) */
+
 typedef struct {
   uint64_t pages, header, slab, empty, blocks;   /* pages; blocks in bytes */
+  uint64_t parked, unowned;                      /* pages of SuperSlabs of parked heaps, of none */
+  hak_heap_t *parked_heaps[PARKED_SEEN];
+  size_t nparked;
 } resident_t;
 
 #define SS_PAGES (HAK_SS_SIZE / HAK_PAGE_SIZE)
@@ -387,7 +395,12 @@ static void ss_resident(hak_superslab_t *ss, void *ctx)
   resident_t *r = ctx;
   unsigned char vec[SS_PAGES];
   if (mincore(ss, HAK_SS_SIZE, vec) != 0) return;
-  r->pages += resident_pages(vec, 0, SS_PAGES);
+  uint64_t all = resident_pages(vec, 0, SS_PAGES);
+  r->pages += all;
+  hak_heap_t *owner = atomic_load_explicit(&ss->owner, memory_order_relaxed);
+  if (owner == NULL) r->unowned += all;
+  for (size_t i = 0; owner != NULL && i < r->nparked; i++)
+    if (r->parked_heaps[i] == owner) r->parked += all;
   r->header += resident_pages(vec, 0, HEADER_PAGES);
   for (unsigned u = 0; u < HAK_UNITS;) {
     size_t from = u == 0 ? HEADER_PAGES : (size_t)u * UNIT_PAGES;
@@ -411,6 +424,7 @@ static void report_resident(hak_out_t *o)
 {
   resident_t r;
   memset(&r, 0, sizeof r);
+  r.nparked = hak_heap_parked(r.parked_heaps, PARKED_SEEN);
   walk_superslabs(ss_resident, &r);
   uint64_t kb = HAK_PAGE_SIZE >> 10;
   hak_out_str(o, "hakmem: resident");
@@ -419,6 +433,8 @@ static void report_resident(hak_out_t *o)
   hak_out_kv(o, "slabs_kb", r.slab * kb);
   hak_out_kv(o, "blocks_kb", r.blocks >> 10);
   hak_out_kv(o, "empty_kb", r.empty * kb);
+  hak_out_kv(o, "parked_kb", r.parked * kb);
+  hak_out_kv(o, "unowned_kb", r.unowned * kb);
   hak_out_str(o, "\n");
 }
 

@@ -146,7 +146,7 @@ static void test_print(void)
 }
 
 /* The "resident" line of hak_stats_print. */
-typedef struct { unsigned long long ss, headers, slabs, blocks, empty; } resident_line_t;
+typedef struct { unsigned long long ss, headers, slabs, blocks, empty, parked, unowned; } resident_line_t;
 
 static bool print_resident(resident_line_t *r)
 {
@@ -158,22 +158,39 @@ static bool print_resident(resident_line_t *r)
   fclose(f);
   const char *line = strstr(text, "hakmem: resident");
   int n = line == NULL ? 0
-                       : sscanf(line, "hakmem: resident superslabs_kb=%llu headers_kb=%llu slabs_kb=%llu blocks_kb=%llu empty_kb=%llu",
-                                &r->ss, &r->headers, &r->slabs, &r->blocks, &r->empty);
-  if (n != 5) fprintf(stderr, "no resident line in:\n%s", text);
+                       : sscanf(line,
+                                "hakmem: resident superslabs_kb=%llu headers_kb=%llu slabs_kb=%llu blocks_kb=%llu "
+                                "empty_kb=%llu parked_kb=%llu unowned_kb=%llu",
+                                &r->ss, &r->headers, &r->slabs, &r->blocks, &r->empty, &r->parked, &r->unowned);
+  if (n != 7) fprintf(stderr, "no resident line in:\n%s", text);
   free(text);
-  return n == 5;
+  return n == 7;
+}
+
+enum { N_RES = 4096, SIZE_RES = 1000 };
+static void *kept_by_exited[N_RES];
+
+/* Allocates and writes blocks that outlive it: its heap is parked at exit. */
+static void *keep_and_exit(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < N_RES; i++) {
+    kept_by_exited[i] = hak_malloc(SIZE_RES);
+    if (kept_by_exited[i] != NULL) memset(kept_by_exited[i], 0x3c, SIZE_RES);
+  }
+  return NULL;
 }
 
 /* The resident line follows the program's blocks: 4 MiB of 1000-byte blocks,
  * written, show in blocks_kb and in the resident pages of their slabs;
  * freed, they leave blocks_kb (a thread cache keeps at most 128 KiB of a
  * class) and their pages stay resident as free space or empty units until
- * the purge delay. */
+ * the purge delay.  4 MiB more kept by a thread that exited show in
+ * parked_kb: its heap waits, parked, for the next thread. */
 static void test_resident(void)
 {
   ts_check_section("resident");
-  enum { N = 4096, SIZE = 1000 };
+  enum { N = N_RES, SIZE = SIZE_RES };
   static void *p[N];
   resident_line_t before, live, after;
   REQUIRE(print_resident(&before), "resident line");
@@ -194,6 +211,17 @@ static void test_resident(void)
   REQUIRE(print_resident(&after), "resident line");
   CHECK(after.blocks + kb - 160 <= live.blocks, "blocks_kb %llu -> %llu after freeing %llu KiB", live.blocks,
         after.blocks, kb);
+
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, keep_and_exit, NULL) == 0, "pthread_create");
+  pthread_join(t, NULL);
+  for (int i = 0; i < N; i++) REQUIRE(kept_by_exited[i] != NULL, "malloc in the thread");
+  resident_line_t parked;
+  REQUIRE(print_resident(&parked), "resident line");
+  CHECK(parked.parked >= after.parked + kb * 9 / 10, "parked_kb %llu -> %llu after a thread left %llu KiB",
+        after.parked, parked.parked, kb);
+  CHECK(parked.parked <= parked.ss, "parked_kb %llu > superslabs_kb %llu", parked.parked, parked.ss);
+  for (int i = 0; i < N; i++) hak_free(kept_by_exited[i]);
 }
 
 /* ------------------------------------------------------------ 2. scenario */
