@@ -552,36 +552,50 @@ static void *child_thread(void *arg)
     return NULL;
 }
 
-/* A child of a process whose threads allocate and free: it frees the blocks
- * they left in the slots (a thread of its own, then its main thread),
- * allocates, and exits through an atexit handler that does the same.
- * alarm: a deadlock fails the check, not the run. */
-static void probe_fork_threads(void)
+/* Fork `rounds` children that each run child() (which must not return);
+ * true if every one exited with status 0.  alarm: a deadlock fails the
+ * check, not the run. */
+static bool fork_rounds(int rounds, void (*child)(void))
 {
-    pthread_t t[3];
-    for (uintptr_t i = 0; i < 3; i++) pthread_create(&t[i], NULL, slot_worker, (void *)(i + 1));
-    pthread_atfork(atfork_handler, atfork_handler, atfork_handler);
-    int ok = 0, rounds = 20;
+    int ok = 0;
     for (int r = 0; r < rounds; r++) {
         fflush(stdout);
         pid_t c = fork();
         if (c == 0) {
             alarm(10);
-            atexit(atexit_handler);
-            /* a thread of the child's own frees some of the slots */
-            pthread_t ct;
-            if (pthread_create(&ct, NULL, child_thread, NULL) != 0) _exit(3);
-            pthread_join(ct, NULL);
-            for (int i = 0; i < SLOTS; i++) free(atomic_exchange(&slot[i], NULL));
-            alloc_free_some();
-            exit(0);
+            child();
+            _exit(4);
         }
         int st = 0;
         if (c > 0 && waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 0) ok++;
     }
+    return ok == rounds;
+}
+
+/* A child of a process whose threads allocate and free: it frees the blocks
+ * they left in the slots (a thread of its own, then its main thread),
+ * allocates, and exits through an atexit handler that does the same. */
+static void fork_threads_child(void)
+{
+    atexit(atexit_handler);
+    /* a thread of the child's own frees some of the slots */
+    pthread_t ct;
+    if (pthread_create(&ct, NULL, child_thread, NULL) != 0) _exit(3);
+    pthread_join(ct, NULL);
+    for (int i = 0; i < SLOTS; i++) free(atomic_exchange(&slot[i], NULL));
+    alloc_free_some();
+    exit(0);
+}
+
+static void probe_fork_threads(void)
+{
+    pthread_t t[3];
+    for (uintptr_t i = 0; i < 3; i++) pthread_create(&t[i], NULL, slot_worker, (void *)(i + 1));
+    pthread_atfork(atfork_handler, atfork_handler, atfork_handler);
+    bool ok = fork_rounds(20, fork_threads_child);
     atomic_store(&stop_threads, true);
     for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
-    printf("fork-of-a-threaded-process,atfork-and-atexit-handlers-allocating=%s\n", ok == rounds ? "ok" : "failed");
+    printf("fork-of-a-threaded-process,atfork-and-atexit-handlers-allocating=%s\n", ok ? "ok" : "failed");
 }
 
 /* exit() called by one thread while others allocate and free: the exit
@@ -593,24 +607,18 @@ static void *exit_now(void *arg)
     exit(0);
 }
 
+static void exit_with_threads_child(void)
+{
+    atomic_store(&stop_threads, false);
+    pthread_t t[4];
+    for (uintptr_t i = 0; i < 3; i++) pthread_create(&t[i], NULL, slot_worker, (void *)(i + 7));
+    pthread_create(&t[3], NULL, exit_now, NULL);
+    for (;;) alloc_free_some();
+}
+
 static void probe_exit_with_threads(void)
 {
-    int ok = 0, rounds = 10;
-    for (int r = 0; r < rounds; r++) {
-        fflush(stdout);
-        pid_t c = fork();
-        if (c == 0) {
-            alarm(10);
-            atomic_store(&stop_threads, false);
-            pthread_t t[4];
-            for (uintptr_t i = 0; i < 3; i++) pthread_create(&t[i], NULL, slot_worker, (void *)(i + 7));
-            pthread_create(&t[3], NULL, exit_now, NULL);
-            for (;;) alloc_free_some();
-        }
-        int st = 0;
-        if (c > 0 && waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 0) ok++;
-    }
-    printf("exit()-while-other-threads-allocate=%s\n", ok == rounds ? "ok" : "failed");
+    printf("exit()-while-other-threads-allocate=%s\n", fork_rounds(10, exit_with_threads_child) ? "ok" : "failed");
 }
 
 /* Blocks of a thread that has exited, freed by another; a TLS destructor
