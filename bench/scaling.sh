@@ -27,6 +27,9 @@
 #   LARGE_ITERS  steps per thread of every large run (default 40): equal work
 #                for every allocator, so time and peak RSS compare; SECS is
 #                not used for large (LARGE_ITERS=0: timed runs of SECS instead)
+#   BIGBUF_STEPS steps per thread of every bigbuf run (default 40), by
+#                bench/fixed/bigbuf: equal work, as for large (0: timed runs
+#                of bench/bigbuf for SECS instead)
 #
 # An allocator entry may also be NAME=/path/to/lib.so.  "hakmem" missing is an
 # error (drop it from ALLOCATORS to measure the others only); missing peers
@@ -52,6 +55,11 @@ OUT=${OUT:-}
 # slow one, and its live data (so its peak RSS) grows with the steps it runs.
 # 40 steps per thread take the slowest peer 1.5-3.5 s on the 2-vCPU VM.
 LARGE_ITERS=${LARGE_ITERS:-40}
+# The same for bigbuf: its 20 live buffers take random sizes, so the most
+# bytes live at once, and with them the peak RSS, rise with the number of
+# steps run (at 1 thread in 3 s: 362 MB live at the peak for hakmem's 4,500
+# steps, about 330 MB for the 120 steps of glibc, mimalloc or jemalloc).
+BIGBUF_STEPS=${BIGBUF_STEPS:-40}
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
@@ -84,6 +92,8 @@ for t in $THREADS; do [[ $t =~ ^[1-9][0-9]*$ ]] || die "bad thread count '$t'"; 
 read -r -a larson_args <<<"$LARSON_ARGS"
 [[ $LARGE_ITERS =~ ^[0-9]+$ ]] || die "LARGE_ITERS must be a number of steps (0: timed runs)"
 if [[ $LARGE_ITERS == 0 ]]; then unset LARGE_ITERS; else export LARGE_ITERS; fi
+[[ $BIGBUF_STEPS =~ ^[0-9]+$ ]] || die "BIGBUF_STEPS must be a number of steps (0: timed runs)"
+[[ $BIGBUF_STEPS == 0 ]] && BIGBUF_STEPS=
 [[ ${#larson_args[@]} -eq 6 ]] || die "LARSON_ARGS needs 6 numbers: sleep min max chunks rounds seed"
 larson_sleep=${larson_args[0]}
 
@@ -91,6 +101,7 @@ known_workloads="larson churn prodcons strings realloc falseshare pcqueue turnov
 for w in $WORKLOADS; do
   [[ " $known_workloads " == *" $w "* ]] || die "unknown workload '$w' (known: $known_workloads)"
   [[ -x $BIN/$w ]] || die "$BIN/$w is missing: build first (cmake -S $ROOT -B $BUILD_DIR -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD_DIR -j2)"
+  [[ $w != bigbuf || -z $BIGBUF_STEPS || -x $BIN/fixed/bigbuf ]] || die "$BIN/fixed/bigbuf is missing: build first"
 done
 [[ -x $BIN/runmeasure ]] || die "$BIN/runmeasure is missing: build first"
 
@@ -115,6 +126,8 @@ for w in $WORKLOADS; do
   if [[ $w == larson ]]; then d=$larson_sleep; else d=$SECS; fi
   # large: setup (touching ~300 MiB) plus the steps: about 3 s for a slow peer
   [[ $w == large ]] && d=$(awk -v s="${LARGE_ITERS:-$SECS}" 'BEGIN { print (ENVIRON["LARGE_ITERS"] != "") ? 3 : s + 1 }')
+  # bigbuf: the setup's 20 buffers a thread plus the steps, 1.5-4 s for a slow peer
+  [[ $w == bigbuf && -n $BIGBUF_STEPS ]] && d=3
   est=$(awk -v e="$est" -v d="$d" -v n=$((nth * RUNS * nalloc)) 'BEGIN { printf "%d", e + n * (d + 0.15) }')
 done
 ncpu=$(nproc)
@@ -136,6 +149,8 @@ for w in $WORKLOADS; do
   for t in $THREADS; do
     if [[ $w == larson ]]; then
       cmd=("$BIN/larson" "${larson_args[@]}" "$t"); dur=$larson_sleep
+    elif [[ $w == bigbuf && -n $BIGBUF_STEPS ]]; then
+      cmd=(env "BENCH_CHECKS=$BIGBUF_STEPS" "$BIN/fixed/bigbuf" "$t" "$SECS"); dur=10
     else
       cmd=("$BIN/$w" "$t" "$SECS"); dur=$SECS
     fi
@@ -211,13 +226,14 @@ commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
   elif [[ $WORKLOADS != larson ]]; then
     settings="$settings; non-larson workloads ${SECS}s per run"
   fi
+  [[ " $WORKLOADS " == *" bigbuf "* && -n $BIGBUF_STEPS ]] && settings="$settings; bigbuf $BIGBUF_STEPS steps per thread"
   echo "$settings"
   echo
 } >"$TABLE"
 
 awk -F, -v WL="$WORKLOADS" -v TH="$THREADS" -v AL="${alloc_names[*]}" \
     -v SUMMARY="$SUMMARY" -v OUTDIR="$OUT" -v RUNS="$RUNS" -v NCPU="$ncpu" \
-    -v LARGEMODE="${LARGE_MODE:-mixed}" -v LARGEITERS="${LARGE_ITERS:-}" '
+    -v LARGEMODE="${LARGE_MODE:-mixed}" -v LARGEITERS="${LARGE_ITERS:-}" -v BIGBUFSTEPS="$BIGBUF_STEPS" '
 function sortn(a, n,   i, j, x) {
   for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
 }
@@ -336,6 +352,10 @@ END {
     if (wl[w] == "large") {
       if (LARGEITERS != "") print "large: LARGE_MODE=" LARGEMODE ", LARGE_ITERS=" LARGEITERS " steps per thread for every allocator (equal work: peak RSS compares); ops/s = steps (one malloc/calloc/realloc each) / elapsed time of the steps, setup excluded."
       else print "large: LARGE_MODE=" LARGEMODE ", timed runs; ops = malloc/calloc/realloc calls (a faster allocator runs more steps, and its live data peaks higher)."
+    }
+    if (wl[w] == "bigbuf") {
+      if (BIGBUFSTEPS != "") print "bigbuf: " BIGBUFSTEPS " steps per thread for every allocator (bench/fixed/bigbuf; equal work: peak RSS compares); ops/s = mallocs and frees / elapsed time, the setup of 20 buffers a thread included."
+      else print "bigbuf: timed runs; a faster allocator runs more steps, and its live data peaks higher."
     }
     if (wl[w] == "falseshare") print "falseshare: ops = writes to blocks, not mallocs."
   }
