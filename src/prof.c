@@ -25,13 +25,13 @@
  * Signals: nothing here takes a lock.  A malloc made while this thread
  * captures a stack (by the unwinder, or by a signal handler) is not
  * sampled; the first is counted (counts.recursions). */
-#include <math.h>
 #include <sched.h>
 #include <time.h>
 
 #include "prof.h"
 #include "os.h"
 #include "fmt.h"
+#include "fmath.h"
 #include "options.h"
 #include "stack.h"
 
@@ -183,7 +183,7 @@ static void rng_seed(void)
 static uint64_t next_interval(void)
 {
   double u = (double)((rng_next() >> 11) + 1) * 0x1.0p-53;   /* (0, 1] */
-  double x = -log(u) * interval / 16;   /* in units of 16 bytes (prof.h) */
+  double x = -hak_log(u) * interval / 16;   /* in units of 16 bytes (prof.h) */
   if (x < 1) return 1;
   if (x > 0x1.0p62) return (uint64_t)1 << 62;
   return (uint64_t)x;
@@ -276,7 +276,7 @@ static HAK_NOINLINE void sample(hak_prof_tables_t *t, void *p, size_t n)
   }
   /* The countdown runs in units of 16 bytes (prof.h): a block of u units
    * crosses it with probability 1 - exp(-16u/T), accurately. */
-  double prob = -expm1(-(double)(16 * (uint64_t)hak_prof_units(n)) / interval);
+  double prob = -hak_expm1(-(double)(16 * (uint64_t)hak_prof_units(n)) / interval);
   uint64_t bytes = (uint64_t)((double)n / prob + 0.5);
   uint64_t fx = (uint64_t)((double)HAK_PROF_FX / prob + 0.5);
   int64_t s = site_get(t, pc, (uint32_t)depth);
