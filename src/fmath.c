@@ -13,10 +13,10 @@
 #include "fmath.h"
 
 /* ln 2 split for an exact product with a small integer (Cody and Waite):
- * the high part has its low 32 bits zero. */
+ * the high part's trailing bits are zero. */
 #define LN2_HI 6.93147180369123816490e-01
 #define LN2_LO 1.90821492927058770002e-10
-#define LN2    0.693147180559945309417
+#define LN2    (LN2_HI + LN2_LO)
 #define SQRT2  1.41421356237309504880
 
 static inline uint64_t bits_of(double x)
