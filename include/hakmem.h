@@ -59,6 +59,9 @@ typedef struct hak_stats {
   uint64_t purged_bytes;       /* bytes given back by those passes */
   uint64_t peak_rss_bytes;     /* the process's peak resident set (VmHWM) */
   uint64_t slabs;              /* slabs in use (all classes, abandoned ones included) */
+  /* added after them: */
+  uint64_t idle_reclaims;      /* passes of the purger thread that took back
+                                  blocks or pages from an idle thread's heap */
 } hak_stats_t;
 
 void hak_stats_get(hak_stats_t *out);

@@ -22,6 +22,7 @@
 #include "partial.h"
 #include "tcache.h"
 #include "heap.h"
+#include "purge.h"
 #include "prof.h"
 #include "prof_dump.h"
 #include "init.h"
@@ -97,6 +98,8 @@ static HAK_NOINLINE void *alloc_refill(hak_heap_t *h, size_t cls, size_t n)
   if (HAK_LIKELY(h->state == HAK_HEAP_LIVE)) {
     if (HAK_UNLIKELY(h->heir_tag != 0)) h = hak_heap_inherit(h);
     void *p = hak_heap_refill(h, cls);
+    /* Here, with nothing of hakmem's held: pthread_create allocates. */
+    hak_purge_maybe_start();
     if (HAK_UNLIKELY(prof_due(h, n)) && p != NULL) return prof_sample_popped(h, p, (size_t)hak_prof_units(n));
     return p;
   }

@@ -49,7 +49,7 @@ static inline void free_local_fast(hak_heap_t *h, void *p)
   /* The list from the SuperSlab's header, not the slab: the push waits on
    * one load fewer. */
   size_t c = ss->unit_tcls[u];
-  if (HAK_UNLIKELY(hak_tcache_push(h, c, b) < 0)) hak_tcache_overflow(h, c);
+  if (HAK_UNLIKELY(hak_tcache_push(h, c, b) < 0)) hak_heap_overflow(h, c);
 }
 
 /* -------------------------------------------------------------------- free */
@@ -155,7 +155,7 @@ static void free_local_checked(hak_heap_t *h, void *p)
   if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, true);
   else if (hak_class_trailed(s->cls)) trailer_free_checked(h, s, p);
   hak_count(&h->stats.frees[s->cls], 1);
-  hak_slab_push(h, s, (hak_block_t *)p);
+  hak_heap_push_block(h, s, (hak_block_t *)p);
 }
 
 /* A block of a SuperSlab this heap owns (the registry said so) that

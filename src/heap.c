@@ -4,6 +4,7 @@
  * and free.c's free_local_fast. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 #include "heap.h"
@@ -20,7 +21,6 @@
 #include "partial.h"
 #include "tcache.h"
 #include "prof.h"
-#include "purge.h"
 
 #define SENTINEL_CUR { [0 ... HAK_NUM_CLASSES - 1] = &hak_slab_sentinel }
 #define NONE_OWNED { [0 ... HAK_OWNED_SLOTS - 1] = HAK_OWNED_NONE }
@@ -172,8 +172,10 @@ static void heap_give_up(hak_heap_t *h, hak_heap_t *heir);
 static void park_expire(uint64_t now, bool all)
 {
   for (hak_heap_t *p; (p = park_take_due(now, all)) != NULL;) {
+    bool held = hak_heap_lock(p);
     p->state = HAK_HEAP_LIVE;  /* ours now: torn down as its owner would */
     heap_give_up(p, NULL);
+    hak_heap_unlock(p, held);
     hak_handoff_push(&pool, &p->pool_link);
   }
 }
@@ -274,8 +276,9 @@ static void heap_maintain(hak_heap_t *h)
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
     hak_partial_sweep(h, c);
   }
-  /* Last: nothing of this heap's is half done when pthread_create allocates. */
-  hak_purge_maybe_start();
+  /* A purger that sleeps because every heap was idle looks again: this one
+   * is busy (see "idle heaps"). */
+  hak_os_bell_ring();
 }
 
 /* ------------------------------------------------------------ malloc slow */
@@ -290,7 +293,7 @@ static void *heap_use_slab(hak_heap_t *h, hak_slab_t *s)
   return hak_heap_pop(h, s->cls);
 }
 
-void *hak_heap_refill(hak_heap_t *h, size_t cls)
+static void *heap_refill(hak_heap_t *h, size_t cls)
 {
   hak_remote_flush(h);  /* a refill is rare enough: what this thread held back goes now */
   /* Maintenance on any refill, not only when a class runs out of slabs: a
@@ -353,6 +356,30 @@ void *hak_heap_refill(hak_heap_t *h, size_t cls)
   }
 }
 
+void *hak_heap_refill(hak_heap_t *h, size_t cls)
+{
+  bool held = hak_heap_lock(h);
+  void *p = heap_refill(h, cls);
+  hak_heap_unlock(h, held);
+  return p;
+}
+
+/* ------------------------------------------------------------- free slow */
+
+void hak_heap_overflow(hak_heap_t *h, size_t cls)
+{
+  bool held = hak_heap_lock(h);
+  hak_tcache_overflow(h, cls);
+  hak_heap_unlock(h, held);
+}
+
+void hak_heap_push_block(hak_heap_t *h, hak_slab_t *s, hak_block_t *b)
+{
+  bool held = hak_heap_lock(h);
+  hak_slab_push(h, s, b);
+  hak_heap_unlock(h, held);
+}
+
 /* ----------------------------------------------------- heaps and threads */
 
 static void heap_reset(hak_heap_t *h)
@@ -392,19 +419,23 @@ static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
 {
   hak_heap_t *p = warm ? park_take(want) : NULL;
   if (p != NULL) {
+    bool held = hak_heap_lock(p);
     hak_stats_heap_start(p);
     p->heir_tag = 0;
     p->prof_left = hak_prof_next_left();   /* the first sampling interval */
     p->state = HAK_HEAP_LIVE;
+    hak_heap_unlock(p, held);
     return p;
   }
   ck_stack_entry_t *e = hak_handoff_pop(&pool);
   hak_heap_t *h = e ? (hak_heap_t *)((char *)e - offsetof(hak_heap_t, pool_link)) : heap_new();
   if (h == NULL) return NULL;
+  bool held = hak_heap_lock(h);
   heap_reset(h);
   hak_stats_heap_start(h);
   h->prof_left = hak_prof_next_left();     /* the first sampling interval */
   h->state = HAK_HEAP_LIVE;
+  hak_heap_unlock(h, held);
   return h;
 }
 
@@ -478,6 +509,7 @@ hak_heap_t *hak_heap_inherit(hak_heap_t *h)
   hak_heap_t *n = park_take_exact((hak_heap_t *)(h->heir_tag & ~HAK_TAG_KIND));
   if (n == NULL) return h;
   h->heir_tag = 0;
+  bool held = hak_heap_lock(n);
   hak_stats_heap_start(n);
   n->heir_tag = 0;
   n->prof_left = h->prof_left;   /* the thread's countdown goes on */
@@ -487,6 +519,7 @@ hak_heap_t *hak_heap_inherit(hak_heap_t *h)
   /* What the thread allocated meanwhile comes along: its blocks are freed
    * locally too. */
   heap_give_up(h, n);
+  hak_heap_unlock(n, held);
   hak_handoff_push(&pool, &h->pool_link);
   return n;
 }
@@ -518,6 +551,7 @@ void *hak_heap_alloc_orphan(size_t cls)
  * 5. Counters are folded into the totals; the caller pools the heap. */
 static void heap_give_up(hak_heap_t *h, hak_heap_t *heir)
 {
+  bool held = hak_heap_lock(h);
   hak_slab_t *s;
   hak_tcache_flush_all(h);
   hak_remote_flush(h);
@@ -564,6 +598,7 @@ static void heap_give_up(hak_heap_t *h, hak_heap_t *heir)
     hak_handoff_abandon(ss);
   }
   hak_stats_fold(h);
+  hak_heap_unlock(h, held);
 }
 
 void hak_heap_abandon(hak_heap_t *h)
@@ -577,6 +612,7 @@ void hak_heap_abandon(hak_heap_t *h)
  * give back what abandoning would, then park it. */
 static void heap_park(hak_heap_t *h)
 {
+  bool held = hak_heap_lock(h);
   hak_tcache_flush_all(h);
   hak_remote_flush(h);  /* blocks of other heaps' slabs go back now */
   heap_sweep_abandoned(h);
@@ -603,6 +639,7 @@ static void heap_park(hak_heap_t *h)
   uint64_t now = hak_os_now_ms();
   h->state = HAK_HEAP_DEAD;
   h->parked_ms = now;
+  hak_heap_unlock(h, held);  /* before the heap is anyone else's to take */
   park_push(h);
   park_expire(now, false);
 }
@@ -627,6 +664,7 @@ void hak_heap_collect(hak_heap_t *h, bool force)
     hak_xfer_drain(0, true);
   }
   if (h->state == HAK_HEAP_LIVE) {
+    bool held = hak_heap_lock(h);
     hak_tcache_flush_all(h);
     hak_remote_flush(h);
     /* Adopt what exited threads left: their free blocks come back. */
@@ -647,9 +685,100 @@ void hak_heap_collect(hak_heap_t *h, bool force)
       if (hak_ss_unused(ss) && (force || h->unused_ss > hak_opt.ss_reserve)) hak_ss_release(h, ss);
     }
     hak_ss_purge(h, true);
+    hak_heap_unlock(h, held);
   }
   if (force) hak_ss_cache_decay(true);  /* the empty SuperSlabs cached: pages and mappings */
   hak_retire_flush();
+}
+
+/* ------------------------------------------------------------- idle heaps */
+
+/* A thread that allocated and went idle (a server's main thread waiting in
+ * pthread_join, a pool worker with nothing to do) makes no slow-path call,
+ * so the blocks other threads free into its slabs would stay on their
+ * remote stacks and its free pages committed for as long as it idles: the
+ * living threads carve fresh memory meanwhile.  The purger thread
+ * (purge.c) looks at the heaps once per purge delay.  A live heap whose lock
+ * word has not changed since the last look made no slow-path call for at
+ * least that long: the purger takes its lock (never waiting: a failed
+ * compare-and-swap skips the heap) and does for it what the heap's own
+ * maintenance would: the delayed list's blocks back to their slabs, the
+ * partial slabs that remote frees emptied released, and the heap's free
+ * pages given back.  It never touches what the owner's fast paths use
+ * without the lock: the thread cache, the current slabs (their blocks
+ * handed over through the delayed list wait for the owner), the owned[]
+ * slots (so it releases no SuperSlab: an emptied one keeps its header page
+ * until the owner's next release).  The slabs stay the heap's: their
+ * blocks come back to it, nothing moves between heaps.  If the thread wakes
+ * meanwhile, its slow path waits for the purger's pass over that one heap.
+ * reclaim_lock: one pass at a time, and none across a fork (the child's
+ * heaps must not be left locked). */
+static pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
+#define RECLAIM_BACKOFF_MAX 5   /* an idle heap is looked at every 32 passes at least */
+
+void hak_heap_lock_wait(hak_heap_t *h)
+{
+  for (;;) {
+    uint32_t v = atomic_load_explicit(&h->lock, memory_order_relaxed);
+    if (!(v & HAK_HEAP_RECLAIM) &&
+        atomic_compare_exchange_weak_explicit(&h->lock, &v, v | HAK_HEAP_OWNER, memory_order_acquire,
+                                              memory_order_relaxed))
+      return;
+    sched_yield();
+  }
+}
+
+/* The purger's work on the live heap h, whose lock it holds.  Returns
+ * whether it gave anything back. */
+static bool heap_reclaim(hak_heap_t *h)
+{
+  h->reclaiming = true;
+  uint32_t n = 0;
+  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) n += hak_partial_drain_delayed(h);
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) n += hak_partial_sweep(h, c);
+  uint32_t dirty = h->dirty_units;
+  hak_ss_purge(h, true);
+  h->reclaiming = false;
+  return n != 0 || dirty != 0;
+}
+
+bool hak_heap_reclaim_idle(void)
+{
+  bool again = false;
+  pthread_mutex_lock(&reclaim_lock);
+  for (hak_heap_t *h = hak_heap_list(); h != NULL; h = h->all_next) {
+    uint32_t v = atomic_load_explicit(&h->lock, memory_order_relaxed);
+    if (v != h->reclaim_seen || (v & (HAK_HEAP_OWNER | HAK_HEAP_RECLAIM))) {  /* busy since the last look */
+      h->reclaim_seen = v;
+      h->reclaim_skip = h->reclaim_backoff = 0;
+      again = true;
+      continue;
+    }
+    if (h->reclaim_skip != 0) {
+      h->reclaim_skip--;
+      continue;
+    }
+    /* acquire: the owner's writes before its last release are seen. */
+    if (!atomic_compare_exchange_strong_explicit(&h->lock, &v, v | HAK_HEAP_RECLAIM, memory_order_acquire,
+                                                 memory_order_relaxed)) {
+      again = true;
+      continue;
+    }
+    bool gave = h->state == HAK_HEAP_LIVE && heap_reclaim(h);
+    v += HAK_HEAP_HOLD;
+    atomic_store_explicit(&h->lock, v, memory_order_release);
+    h->reclaim_seen = v;
+    if (gave) {
+      hak_gcount(&hak_gstats.idle_reclaims, 1);
+      again = true;
+      h->reclaim_backoff = 0;
+    } else {
+      h->reclaim_skip = (1u << h->reclaim_backoff) - 1;
+      if (h->reclaim_backoff < RECLAIM_BACKOFF_MAX) h->reclaim_backoff++;
+    }
+  }
+  pthread_mutex_unlock(&reclaim_lock);
+  return again;
 }
 
 void hak_heap_init(void)
@@ -659,6 +788,7 @@ void hak_heap_init(void)
 
 void hak_heap_before_fork(void)
 {
+  pthread_mutex_lock(&reclaim_lock);
   pthread_mutex_lock(&chunk_lock);
   pthread_mutex_lock(&park_lock);
   hak_handoff_before_fork(&pool);
@@ -682,8 +812,10 @@ void hak_heap_after_fork(bool child)
   if (child) {
     pthread_mutex_init(&park_lock, NULL);
     pthread_mutex_init(&chunk_lock, NULL);
+    pthread_mutex_init(&reclaim_lock, NULL);
   } else {
     pthread_mutex_unlock(&park_lock);
     pthread_mutex_unlock(&chunk_lock);
+    pthread_mutex_unlock(&reclaim_lock);
   }
 }

@@ -11,6 +11,40 @@ extern HAK_HIDDEN hak_heap_t hak_heap_unstarted;  /* a thread's, before its firs
 extern HAK_HIDDEN hak_heap_t hak_heap_dead;       /* after the thread's heap was abandoned */
 extern HAK_HIDDEN __thread hak_heap_t *hak_tls_heap;
 
+/* The heap's lock (hak_heap_t.lock): the owner's bits, then the count of
+ * holds. */
+#define HAK_HEAP_OWNER   1u   /* held by the heap's thread */
+#define HAK_HEAP_RECLAIM 2u   /* held by the purger (heap.c, idle heaps) */
+#define HAK_HEAP_HOLD    4u   /* each release adds this */
+
+void hak_heap_lock_wait(hak_heap_t *h);
+
+/* Take h's lock for a slow path of the calling thread, which owns h (or is
+ * taking it: heap.c).  Uncontended but for the purger's brief holds on a
+ * heap idle for a purge delay, so one compare-and-swap on a line only this
+ * thread writes.  Returns false if the thread holds it already (a slow
+ * path inside another: then the outer one releases it). */
+static inline bool hak_heap_lock(hak_heap_t *h)
+{
+  uint32_t v = atomic_load_explicit(&h->lock, memory_order_relaxed);
+  if (HAK_UNLIKELY(v & HAK_HEAP_OWNER)) return false;
+  /* acquire: the purger's writes to the heap, before its release, are seen. */
+  if (HAK_UNLIKELY((v & HAK_HEAP_RECLAIM) ||
+                   !atomic_compare_exchange_strong_explicit(&h->lock, &v, v | HAK_HEAP_OWNER, memory_order_acquire,
+                                                            memory_order_relaxed)))
+    hak_heap_lock_wait(h);
+  return true;
+}
+
+/* Release what hak_heap_lock took (held: its result).  Release order: the
+ * purger's acquire sees this thread's writes to the heap. */
+static inline void hak_heap_unlock(hak_heap_t *h, bool held)
+{
+  if (!held) return;
+  uint32_t v = atomic_load_explicit(&h->lock, memory_order_relaxed);
+  atomic_store_explicit(&h->lock, (v & ~(HAK_HEAP_OWNER | HAK_HEAP_RECLAIM)) + HAK_HEAP_HOLD, memory_order_release);
+}
+
 /* The malloc slow path of a live heap: refill class cls and pop a block;
  * NULL (errno ENOMEM) if no memory. */
 void *hak_heap_refill(hak_heap_t *h, size_t cls);
@@ -43,6 +77,17 @@ void  hak_heap_init(void);                /* the thread-exit key (init.c) */
 void  hak_heap_before_fork(void);         /* take the heaps' rare-path locks */
 void  hak_heap_after_fork(bool child);
 hak_heap_t *hak_heap_list(void);          /* every heap ever made (statistics) */
+/* free's slow paths into a slab of the live heap h, under its lock: a
+ * thread-cache class over its bound (tcache.c, hak_tcache_overflow), and a
+ * block straight to its slab with the fast paths off (partial.h,
+ * hak_slab_push). */
+void hak_heap_overflow(hak_heap_t *h, size_t cls);
+void hak_heap_push_block(hak_heap_t *h, hak_slab_t *s, hak_block_t *b);
+/* The purger's pass (purge.c): the live heaps whose threads made no slow-path
+ * call since its last pass give back what they can without their thread
+ * (see heap.c, "idle heaps").  True if a heap was busy or gave something
+ * back: the purger comes back after a purge delay. */
+bool hak_heap_reclaim_idle(void);
 /* The heaps parked now, at most max of them into out (statistics: the
  * pointers only, to compare, never to follow). */
 size_t hak_heap_parked(hak_heap_t **out, size_t max);

@@ -68,8 +68,9 @@
   X(purge_thread, "HAKMEM_PURGE_THREAD", "", 0, 1, 0, 1,                                                    \
     "`1`: once the process has mapped 32 MiB, a thread (`hakmem-purge`, started lazily, asleep while "    \
     "nothing is due) gives back free pages that empty SuperSlabs and freed large mappings keep, after "    \
-    "the purge delay, so they are reused meanwhile and still returned when the program goes idle; `0`: "  \
-    "no thread, and those pages go back as they are freed")                                                \
+    "the purge delay, so they are reused meanwhile and still returned when the program goes idle, and "   \
+    "reclaims the heaps of threads idle for the purge delay (the blocks other threads freed into them, "  \
+    "their free pages); `0`: no thread, and those pages go back as they are freed")                        \
   X(cache_delay_ms, "HAKMEM_CACHE_DELAY_MS", "ms", 0, 250, 0, 1000,                                        \
     "with the purge thread: empty SuperSlabs keep their free pages while their cache is in use (a "       \
     "SuperSlab put in or taken out) and this long after it was last used, 10 s at most")

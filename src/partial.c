@@ -2,7 +2,9 @@
  * its slab (and the slab's to the partial list, or to its SuperSlab once
  * empty), the delayed list's blocks, and the sweep of slabs whose blocks
  * all came back by remote frees.  Every function runs on the owner heap's
- * thread. */
+ * thread, or on the purger's while it reclaims the heap of an idle thread
+ * (h->reclaiming, heap.c "idle heaps"): then the current slabs and the
+ * SuperSlabs' ownership are left alone. */
 #include "partial.h"
 #include "options.h"
 #include "block.h"
@@ -52,7 +54,7 @@ void hak_partial_release(hak_heap_t *h, hak_slab_t *s)
 {
   hak_superslab_t *ss = hak_ss_of(s);
   hak_ss_free_slab(h, s);
-  if (hak_ss_unused(ss) && h->unused_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
+  if (hak_ss_unused(ss) && h->unused_ss > hak_opt.ss_reserve && !h->reclaiming) hak_ss_release(h, ss);
   hak_ss_purge(h, false);
 }
 
@@ -72,39 +74,47 @@ void hak_slab_push_slow(hak_heap_t *h, hak_slab_t *s)
 /* Free every block other threads handed over through the delayed list
  * (remote.c).  A block whose slab is still DELAYED_FREEING (its freer has
  * not finished) is put back for the next drain, so the slab is never freed
- * under the freer. */
-void hak_partial_drain_delayed(hak_heap_t *h)
+ * under the freer; so is, for the purger, a block of a current slab.
+ * Returns the number of blocks freed. */
+uint32_t hak_partial_drain_delayed(hak_heap_t *h)
 {
   hak_block_t *b = hak_remote_delayed_take(h);
   hak_block_t *later = NULL, *later_tail = NULL;
+  uint32_t n = 0;
   while (b != NULL) {
     hak_block_t *next = hak_block_next(b);
     hak_slab_t *s = hak_slab_of(hak_ss_of(b), b);
-    if (hak_remote_handing_over(s)) {
+    if (hak_remote_handing_over(s) || (h->reclaiming && s->state == HAK_SLAB_CUR)) {
       hak_block_set_next(b, later);
       later = b;
       if (later_tail == NULL) later_tail = b;
     } else {
       hak_slab_push(h, s, b);  /* counted by its freer */
+      n++;
     }
     b = next;
   }
   if (later != NULL) hak_remote_delayed_putback(h, later, later_tail);
+  return n;
 }
 
 /* Release the partial slabs of class c whose remaining blocks all wait on
  * their remote stacks (collected only then: no list walk, hak_remote_collect),
- * at most 4096 of them (a heap with more catches up next time). */
-void hak_partial_sweep(hak_heap_t *h, size_t c)
+ * looking at 4096 of them at most (a heap with more catches up next time).
+ * Returns the number released. */
+uint32_t hak_partial_sweep(hak_heap_t *h, size_t c)
 {
   hak_slab_t *s = h->partial[c];
+  uint32_t released = 0;
   for (size_t n = s ? 1 : 0; s != NULL; n++) {
     hak_slab_t *next = s->next == h->partial[c] ? NULL : s->next;
     if (hak_remote_pending(s) == hak_slab_used(s) && hak_remote_collect(s, HAK_RS_KEEP_STATE) > 0 && hak_slab_used(s) == 0) {
       hak_partial_remove(h, s);
       hak_partial_release(h, s);
+      released++;
     }
     s = next;
     if (n > 4096) break;
   }
+  return released;
 }

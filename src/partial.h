@@ -1,5 +1,6 @@
 /* A heap's slabs (partial.c): partial lists, blocks back to their slabs,
- * empty slabs released.  Owner thread only. */
+ * empty slabs released.  Owner thread only (or the purger, under the
+ * heap's lock: partial.c). */
 #ifndef HAKMEM_PARTIAL_H
 #define HAKMEM_PARTIAL_H
 
@@ -66,9 +67,9 @@ void hak_partial_reset(hak_heap_t *h);    /* every list empty */
  * if empty beyond the reserve). */
 void hak_partial_release(hak_heap_t *h, hak_slab_t *s);
 /* Free the blocks other threads handed over through the delayed list. */
-void hak_partial_drain_delayed(hak_heap_t *h);
+uint32_t hak_partial_drain_delayed(hak_heap_t *h);
 /* Release class c's partial slabs whose blocks all wait on their remote
  * stacks. */
-void hak_partial_sweep(hak_heap_t *h, size_t c);
+uint32_t hak_partial_sweep(hak_heap_t *h, size_t c);
 
 #endif /* HAKMEM_PARTIAL_H */

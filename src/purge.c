@@ -6,12 +6,17 @@
  * reuses them with no madvise and no page fault.  Something has to give
  * them back when the program goes idle and makes no call: this thread.  It
  * sleeps on a doorbell (os.c) until a cache holds dirty pages, then wakes
- * when the oldest of them fall due, purges what is due, and sleeps again;
- * with nothing dirty cached it sleeps until rung (no periodic wake-up).
+ * when the oldest of them fall due, purges what is due, and sleeps again.
+ * The same thread reclaims the heaps of idle threads (heap.c, "idle
+ * heaps"): while some heap is busy, or the last pass gave something back,
+ * it looks again after a purge delay (RECLAIM_MIN_MS at least); once every
+ * heap idles and there is nothing left to give, it sleeps until rung (a
+ * heap's maintenance rings) or a cache falls due: no periodic wake-up in an
+ * idle process.
  *
- * Started lazily, by heap maintenance (a refill's slow path, holding
- * nothing of hakmem's: pthread_create allocates, which re-enters malloc
- * safely there), once the process has mapped PURGER_MIN_MAPPED: a small
+ * Started lazily, by a refill (alloc.c, holding nothing of hakmem's:
+ * pthread_create allocates, which re-enters malloc safely there), once
+ * the process has mapped PURGER_MIN_MAPPED: a small
  * program never gets the thread.  Until it runs, and if it cannot start
  * (HAKMEM_PURGE_THREAD=0, pthread_create failed), the caches give pages
  * back as they take them, as without it.  The thread blocks every signal,
@@ -32,12 +37,14 @@
 #include "stats.h"
 #include "superslab.h"
 #include "large.h"
+#include "heap.h"
 
 enum { PURGER_NONE, PURGER_STARTING, PURGER_RUNNING, PURGER_FAILED };
 static _Atomic(uint32_t) purger_state;
 
 #define PURGER_MIN_MAPPED ((uint64_t)32 << 20)
 #define PURGER_STACK ((size_t)256 * 1024)
+#define RECLAIM_MIN_MS 10  /* the idle heaps' passes, at most this often */
 
 static inline uint64_t earliest(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 || a < b ? a : b; }
 
@@ -59,6 +66,8 @@ static void *purger_main(void *arg)
     hak_large_decay();
     due = earliest(due, hak_large_next_due());
     uint64_t now = hak_os_now_ms();
+    if (hak_heap_reclaim_idle())
+      due = earliest(due, now + (hak_opt.purge_delay_ms > RECLAIM_MIN_MS ? hak_opt.purge_delay_ms : RECLAIM_MIN_MS));
     hak_os_bell_wait(due == 0 ? 0 : due > now ? due - now : 1);
   }
   return NULL;

@@ -9,7 +9,10 @@
  *              the slab's first unit.  Slab 0 starts after the header.
  *   Owner      A SuperSlab and all its slabs are owned by one thread heap at a
  *              time (or by nobody while abandoned).  Only the owner carves,
- *              allocates from, locally frees into, drains and releases them.
+ *              allocates from, locally frees into, drains and releases them:
+ *              the owner heap's thread, or the purger holding the heap's
+ *              lock while that thread idles (heap.c, "idle heaps"), never
+ *              on the current slabs.
  *   Registry   A two-level map from 2 MiB region to a tag (registry.c): which
  *              heap owns the SuperSlab there, or which large mapping covers it.
  */
@@ -89,7 +92,7 @@ enum { HAK_SLAB_UNUSED = 0, HAK_SLAB_CUR, HAK_SLAB_PARTIAL, HAK_SLAB_FULL, HAK_S
 
 /* Slab metadata, in two cache lines.  Every field is written only by the
  * thread whose heap owns the SuperSlab (or the thread adopting or abandoning
- * it), never concurrently.  Two are atomic only because the statistics
+ * it, or the purger under the heap's lock), never concurrently.  Two are atomic only because the statistics
  * (mallinfo2 & co, stats_report.c) read them from any thread while the
  * owner works: used, and stat_cls, which the owner store relaxed
  * (superslab.h, hak_slab_used_set: a plain mov on x86, so the owner's paths
@@ -265,9 +268,13 @@ typedef struct hak_pend {
 #define HAK_OWNED_SLOTS 64
 #define HAK_OWNED_NONE  UINTPTR_MAX   /* never a SuperSlab's address */
 
-/* A thread heap.  Everything but `delayed` and `stats` is touched only by the
- * thread that owns the heap (a parked heap, see heap.c: by the thread that
- * took it off the parked list, under the list's lock).  cur[c] is never
+/* A thread heap.  Everything but `delayed`, `stats` and `lock` is touched
+ * only by the thread that owns the heap (a parked heap, see heap.c: by the
+ * thread that took it off the parked list, under the list's lock), and,
+ * while the heap's thread is idle, by the purger thread under `lock`: the
+ * owner's slow paths hold `lock`, its fast paths (the thread cache, the
+ * current slabs' pops) do not, and the purger touches neither (heap.c,
+ * "idle heaps").  cur[c] is never
  * NULL (it points at the sentinel slab, hak_slab_sentinel, when the class has no slab), so
  * the fast path has one test.
  * Heaps are never unmapped: a heap whose thread exited goes back to the pool
@@ -276,7 +283,9 @@ typedef struct hak_pend {
  * ones of its header included):
  *   heap        cur, tag, state, maintained_ms, pool_link, all_next,
  *               park_prev, park_next, parked_ms, parked, claimed, heir_tag,
- *               heir_ms; heir_frees (through heap.h's inline functions)
+ *               heir_ms, lock, reclaiming, reclaim_seen, reclaim_skip,
+ *               reclaim_backoff; heir_frees (through heap.h's inline
+ *               functions)
  *   tcache      tcache, tcache_room, tcache_grown
  *   partial     partial
  *   superslab   owned, ss_list, ss_tail, unused_ss, dirty_units, swept_ms, color
@@ -355,6 +364,22 @@ struct hak_heap {
    * or by that thread when it gives up waiting): a new thread takes another
    * parked heap.  Relaxed: a hint for park_take, which holds the lock. */
   _Atomic(uint8_t) claimed;
+  /* The heap's lock, taken by its thread on every slow path (heap.h,
+   * hak_heap_lock) and by the purger, never waiting, to reclaim the heap of
+   * an idle thread (heap.c): HAK_HEAP_OWNER or HAK_HEAP_RECLAIM while held
+   * (never both), and a count of holds above them, which shows the purger
+   * whether the thread made a slow-path call since its last look.  A heap
+   * is only ever locked by one thread at a time, and is released before it
+   * goes where another thread can take it (the parked list, the pool). */
+  _Atomic(uint32_t) lock;
+  /* The purger's own bookkeeping (its thread only): the lock word it saw
+   * last, how many of its passes it still skips this heap (an idle heap
+   * with nothing to give back is looked at less and less often: 1, 2, 4
+   * .. 32 passes), and the exponent.  reclaiming: the purger holds the
+   * lock and works on the heap (partial.c then leaves current slabs and
+   * SuperSlab ownership alone: the owner's fast paths read them). */
+  uint32_t reclaim_seen, reclaim_skip, reclaim_backoff;
+  bool reclaiming;
   /* Blocks freed by other threads into this heap's full slabs (MPSC stack:
    * remote freers push with CAS, the owner takes all with one exchange). */
   _Alignas(HAK_CACHE_LINE) _Atomic(hak_block_t *) delayed;
@@ -422,6 +447,7 @@ typedef struct hak_global_stats {
   _Atomic(uint64_t) ss_mapped, ss_unmapped, mapped_bytes;
   _Atomic(uint64_t) ss_purged, purged_bytes;   /* purge passes over a SuperSlab's free units */
   _Atomic(uint64_t) heaps_abandoned, ss_adopted;
+  _Atomic(uint64_t) idle_reclaims;             /* heap.c, "idle heaps" */
 } hak_global_stats_t;
 
 /* ----------------------------------------------------------------- profiler */

@@ -3,7 +3,7 @@
 # and tcmalloc (those installed) in one go and print a markdown table of the figures.
 #
 #   stress/lifecycle/compare.sh [--build DIR] [--hakmem LIB] [--mimalloc LIB]
-#                               [--programs "churn return return_large fork"]
+#                               [--programs "churn return return_large fork idle_owner"]
 #                               [--allocators "hakmem glibc mimalloc jemalloc tcmalloc"]
 #                               [--logs DIR]
 #
@@ -17,8 +17,9 @@
 # Every run goes through run_lifecycle.sh with the arguments of the ctests.
 # Under hakmem the driver also checks the HAKMEM_STATS exit report (balance,
 # remote frees).  The return tests assert "final RSS <= 5% of peak within
-# 1 s of the frees" (small blocks) and the same (return_large: lc_return --large, 1 .. 16 MiB blocks)
-# only for hakmem; for the other allocators they only report the figures.  Exit status:
+# 1 s of the frees" (small blocks) and the same (return_large: lc_return --large, 1 .. 16 MiB blocks),
+# idle_owner "RSS <= 25% of peak within 2 s of the joins, the allocating thread
+# idle", only for hakmem; for the other allocators they only report the figures.  Exit status:
 # 0 when every hakmem run passed, 1 otherwise (the other allocators' results
 # are information).
 set -u
@@ -28,7 +29,7 @@ repo=$(cd "$here/../.." && pwd)
 build="$repo/build"
 hakmem=""
 mimalloc="/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
-programs="churn return return_large fork"
+programs="churn return return_large fork idle_owner"
 allocators="hakmem glibc mimalloc jemalloc tcmalloc"
 logs=""
 while [[ $# -gt 0 ]]; do
@@ -68,6 +69,9 @@ prog_args() { # program allocator -> arguments (those of the ctests)
       if [[ "$2" == hakmem ]]; then echo "--large --threads 4 --total-mib 1024 --max-final-pct 5"
       else echo "--large --threads 4 --total-mib 1024 --max-final-pct 0"; fi ;;
     fork) echo "--workers 4 --forks 200 --child-timeout 20" ;;
+    idle_owner)
+      if [[ "$2" == hakmem ]]; then echo "--threads 2 --total-mib 128 --max-final-pct 25 --settle-ms 2000"
+      else echo "--threads 2 --total-mib 128 --max-final-pct 0 --settle-ms 2000"; fi ;;
   esac
 }
 
@@ -127,15 +131,21 @@ for prog in $programs; do
       fork)
         notes="children exited 0: $(field children_ok "$m")/200; parent after freeing all"
         ;;
+      idle_owner)
+        pct=$(field settled_pct "$m")
+        final="$final ($(field final_pct "$m")%) → $(mib "$(field settled_rss_kib "$m")") (${pct}%)"
+        notes="right after the joins → lowest within 2 s (after $(field settled_ms "$m") ms), the allocating thread making no call"
+        ;;
     esac
     if [[ -n "$report" ]]; then
       notes="$notes; allocs=$(field allocs "$report") frees=$(field frees "$report") remote=$(field remote_frees "$report")"
     fi
     if [[ $rc -eq 0 ]]; then
       result="pass"
-      if [[ "$prog" == return* && "$alloc" != hakmem ]]; then
+      if [[ ( "$prog" == return* || "$prog" == idle_owner ) && "$alloc" != hakmem ]]; then
         limit=10
         [[ "$prog" == return_large ]] && limit=5
+        [[ "$prog" == idle_owner ]] && limit=25
         over=$(awk -v p="${pct:-100}" -v l="$limit" 'BEGIN { print (p > l) ? "above" : "within" }')
         result="report only ($over $limit%)"
       fi
@@ -161,6 +171,7 @@ echo "churn: 20,000 threads, 4 at a time; final RSS column = RSS after warm-up (
 echo "return: 1 GiB in 16 B-4 KiB blocks from 4 threads, all freed; final RSS = after the frees and joins (% of peak); threshold 10% asserted for hakmem only."
 echo "return_large: the same in 1-16 MiB blocks; final RSS = right after the frees → lowest within 1 s (polled every 50 ms); threshold 5% asserted for hakmem only."
 echo "fork: 200 forks while 4 threads allocate/free; peak/final RSS are the parent's."
+echo "idle_owner: 128 MiB in 16 B-1 KiB blocks from the main thread, all freed by 2 other threads while it waits in pthread_join; final RSS = right after the joins → lowest within 2 s (polled every 50 ms, the main thread making no allocator call); threshold 25% asserted for hakmem only."
 echo "wall s: the whole process, start to exit."
 echo "Logs: $logs"
 exit $hakmem_failed
