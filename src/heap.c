@@ -746,12 +746,15 @@ bool hak_heap_reclaim_idle(void)
   pthread_mutex_lock(&reclaim_lock);
   for (hak_heap_t *h = hak_heap_list(); h != NULL; h = h->all_next) {
     uint32_t v = atomic_load_explicit(&h->lock, memory_order_relaxed);
-    if (v != h->reclaim_seen || (v & (HAK_HEAP_OWNER | HAK_HEAP_RECLAIM))) {  /* busy since the last look */
+    if (v != h->reclaim_seen) {  /* busy since the last look */
       h->reclaim_seen = v;
       h->reclaim_skip = h->reclaim_backoff = 0;
       again = true;
       continue;
     }
+    /* Held since the last look: a slow path that blocks (or, in a fork
+     * child, one whose thread is gone): neither idle nor busy. */
+    if (v & (HAK_HEAP_OWNER | HAK_HEAP_RECLAIM)) continue;
     if (h->reclaim_skip != 0) {
       h->reclaim_skip--;
       continue;
