@@ -270,12 +270,7 @@ static void heap_maintain(hak_heap_t *h)
   hak_xfer_drain(now, false);  /* classes unused for a purge delay */
   park_expire(now, false);
   hak_large_decay();  /* large cache entries idle past the delay give their pages back */
-  /* Full slabs that other threads freed into become partial, so the
-   * sweep sees them too. */
-  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) hak_partial_drain_delayed(h);
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
-    hak_partial_sweep(h, c);
-  }
+  hak_partial_take_back(h);
   /* A purger that sleeps because every heap was idle looks again: this one
    * is busy (see "idle heaps"). */
   hak_os_bell_ring();
@@ -730,13 +725,9 @@ void hak_heap_lock_wait(hak_heap_t *h)
  * whether it gave anything back. */
 static bool heap_reclaim(hak_heap_t *h)
 {
-  h->reclaiming = true;
-  uint32_t n = 0;
-  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) n += hak_partial_drain_delayed(h);
-  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) n += hak_partial_sweep(h, c);
+  uint32_t n = hak_partial_take_back(h);
   uint32_t dirty = h->dirty_units;
   hak_ss_purge(h, true);
-  h->reclaiming = false;
   return n != 0 || dirty != 0;
 }
 

@@ -11,12 +11,6 @@ extern HAK_HIDDEN hak_heap_t hak_heap_unstarted;  /* a thread's, before its firs
 extern HAK_HIDDEN hak_heap_t hak_heap_dead;       /* after the thread's heap was abandoned */
 extern HAK_HIDDEN __thread hak_heap_t *hak_tls_heap;
 
-/* The heap's lock (hak_heap_t.lock): the owner's bits, then the count of
- * holds. */
-#define HAK_HEAP_OWNER   1u   /* held by the heap's thread */
-#define HAK_HEAP_RECLAIM 2u   /* held by the purger (heap.c, idle heaps) */
-#define HAK_HEAP_HOLD    4u   /* each release adds this */
-
 void hak_heap_lock_wait(hak_heap_t *h);
 
 /* Take h's lock for a slow path of the calling thread, which owns h (or is

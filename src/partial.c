@@ -3,13 +3,19 @@
  * empty), the delayed list's blocks, and the sweep of slabs whose blocks
  * all came back by remote frees.  Every function runs on the owner heap's
  * thread, or on the purger's while it reclaims the heap of an idle thread
- * (h->reclaiming, heap.c "idle heaps"): then the current slabs and the
- * SuperSlabs' ownership are left alone. */
+ * (its lock held with HAK_HEAP_RECLAIM, heap.c "idle heaps"): then the
+ * current slabs and the SuperSlabs' ownership are left alone. */
 #include "partial.h"
 #include "options.h"
 #include "block.h"
 #include "superslab.h"
 #include "remote.h"
+
+/* Is the purger working on h (it holds h's lock)? */
+static inline bool by_purger(const hak_heap_t *h)
+{
+  return atomic_load_explicit(&h->lock, memory_order_relaxed) & HAK_HEAP_RECLAIM;
+}
 
 /* Per class a circular doubly linked list, oldest first.  A slab joins at
  * the tail when it gets room back and refills take the head: the slab that
@@ -54,7 +60,7 @@ void hak_partial_release(hak_heap_t *h, hak_slab_t *s)
 {
   hak_superslab_t *ss = hak_ss_of(s);
   hak_ss_free_slab(h, s);
-  if (hak_ss_unused(ss) && h->unused_ss > hak_opt.ss_reserve && !h->reclaiming) hak_ss_release(h, ss);
+  if (hak_ss_unused(ss) && h->unused_ss > hak_opt.ss_reserve && !by_purger(h)) hak_ss_release(h, ss);
   hak_ss_purge(h, false);
 }
 
@@ -84,7 +90,7 @@ uint32_t hak_partial_drain_delayed(hak_heap_t *h)
   while (b != NULL) {
     hak_block_t *next = hak_block_next(b);
     hak_slab_t *s = hak_slab_of(hak_ss_of(b), b);
-    if (hak_remote_handing_over(s) || (h->reclaiming && s->state == HAK_SLAB_CUR)) {
+    if (hak_remote_handing_over(s) || (s->state == HAK_SLAB_CUR && by_purger(h))) {
       hak_block_set_next(b, later);
       later = b;
       if (later_tail == NULL) later_tail = b;
@@ -117,4 +123,14 @@ uint32_t hak_partial_sweep(hak_heap_t *h, size_t c)
     if (n > 4096) break;
   }
   return released;
+}
+
+uint32_t hak_partial_take_back(hak_heap_t *h)
+{
+  uint32_t n = 0;
+  /* Full slabs that other threads freed into become partial, so the
+   * sweep sees them too. */
+  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) n += hak_partial_drain_delayed(h);
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) n += hak_partial_sweep(h, c);
+  return n;
 }

@@ -71,5 +71,9 @@ uint32_t hak_partial_drain_delayed(hak_heap_t *h);
 /* Release class c's partial slabs whose blocks all wait on their remote
  * stacks. */
 uint32_t hak_partial_sweep(hak_heap_t *h, size_t c);
+/* Both: the delayed list drained, then every class swept (heap maintenance,
+ * and the purger's for an idle heap).  Returns blocks freed plus slabs
+ * released. */
+uint32_t hak_partial_take_back(hak_heap_t *h);
 
 #endif /* HAKMEM_PARTIAL_H */

@@ -21,11 +21,12 @@
  * (HAKMEM_PURGE_THREAD=0, pthread_create failed), the caches give pages
  * back as they take them, as without it.  The thread blocks every signal,
  * never allocates, and takes only the caches' own locks.  A forked child
- * has no purger until its own maintenance starts one.  With statistics
+ * has no purger until one of its refills starts one.  With statistics
  * on, the exit report stops it first (hak_purge_stop).
  *
- * state: written by the starter (CAS), hak_purge_stop and the fork child
- * handler; read relaxed as a hint by the starter, acquire by the stopper. */
+ * hak_purger_state: written by the starter (CAS), hak_purge_stop and the
+ * fork child handler; read relaxed as a hint by every refill (purge.h),
+ * acquire by the stopper. */
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -39,8 +40,7 @@
 #include "large.h"
 #include "heap.h"
 
-enum { PURGER_NONE, PURGER_STARTING, PURGER_RUNNING, PURGER_FAILED };
-static _Atomic(uint32_t) purger_state;
+_Atomic(uint32_t) hak_purger_state;  /* HAK_PURGER_* (purge.h) */
 
 #define PURGER_MIN_MAPPED ((uint64_t)32 << 20)
 #define PURGER_STACK ((size_t)256 * 1024)
@@ -73,14 +73,13 @@ static void *purger_main(void *arg)
   return NULL;
 }
 
-void hak_purge_maybe_start(void)
+void hak_purge_start(void)
 {
-  if (atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_NONE) return;
   if (!hak_opt.purge_thread ||
       atomic_load_explicit(&hak_gstats.mapped_bytes, memory_order_relaxed) < PURGER_MIN_MAPPED)
     return;
-  uint32_t none = PURGER_NONE;
-  if (!atomic_compare_exchange_strong_explicit(&purger_state, &none, PURGER_STARTING, memory_order_relaxed,
+  uint32_t none = HAK_PURGER_NONE;
+  if (!atomic_compare_exchange_strong_explicit(&hak_purger_state, &none, HAK_PURGER_STARTING, memory_order_relaxed,
                                                memory_order_relaxed))
     return;
   sigset_t all, saved;
@@ -97,7 +96,7 @@ void hak_purge_maybe_start(void)
   pthread_sigmask(SIG_SETMASK, &saved, NULL);
   if (rc == 0) purger_thread = t;
   /* release: hak_purge_stop's acquire load sees purger_thread. */
-  atomic_store_explicit(&purger_state, rc == 0 ? PURGER_RUNNING : PURGER_FAILED, memory_order_release);
+  atomic_store_explicit(&hak_purger_state, rc == 0 ? HAK_PURGER_RUNNING : HAK_PURGER_FAILED, memory_order_release);
   if (rc == 0) hak_ss_set_purger(true);
 }
 
@@ -105,7 +104,7 @@ void hak_purge_maybe_start(void)
  * it (its DTV, through malloc) is freed and the exit report balances. */
 void hak_purge_stop(void)
 {
-  if (atomic_load_explicit(&purger_state, memory_order_acquire) != PURGER_RUNNING) return;
+  if (atomic_load_explicit(&hak_purger_state, memory_order_acquire) != HAK_PURGER_RUNNING) return;
   hak_ss_set_purger(false);
   atomic_store(&purger_stop, true);
   hak_os_bell_wake();
@@ -116,11 +115,11 @@ void hak_purge_stop(void)
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_sec += 2;
   (void)pthread_timedjoin_np(purger_thread, NULL, &ts);
-  atomic_store_explicit(&purger_state, PURGER_FAILED, memory_order_relaxed);  /* never again */
+  atomic_store_explicit(&hak_purger_state, HAK_PURGER_FAILED, memory_order_relaxed);  /* never again */
 }
 
 /* The child of a fork has only the forking thread. */
 void hak_purge_after_fork(bool child)
 {
-  if (child) atomic_store_explicit(&purger_state, PURGER_NONE, memory_order_relaxed);
+  if (child) atomic_store_explicit(&hak_purger_state, HAK_PURGER_NONE, memory_order_relaxed);
 }

@@ -283,7 +283,7 @@ typedef struct hak_pend {
  * ones of its header included):
  *   heap        cur, tag, state, maintained_ms, pool_link, all_next,
  *               park_prev, park_next, parked_ms, parked, claimed, heir_tag,
- *               heir_ms, lock, reclaiming, reclaim_seen, reclaim_skip,
+ *               heir_ms, lock, reclaim_seen, reclaim_skip,
  *               reclaim_backoff; heir_frees (through heap.h's inline
  *               functions)
  *   tcache      tcache, tcache_room, tcache_grown
@@ -372,14 +372,16 @@ struct hak_heap {
    * is only ever locked by one thread at a time, and is released before it
    * goes where another thread can take it (the parked list, the pool). */
   _Atomic(uint32_t) lock;
+#define HAK_HEAP_OWNER   1u   /* lock: held by the heap's thread */
+#define HAK_HEAP_RECLAIM 2u   /* lock: held by the purger (partial.c then leaves
+                                 the current slabs and SuperSlab ownership
+                                 alone: the owner's fast paths read them) */
+#define HAK_HEAP_HOLD    4u   /* lock: each release adds this */
   /* The purger's own bookkeeping (its thread only): the lock word it saw
    * last, how many of its passes it still skips this heap (an idle heap
    * with nothing to give back is looked at less and less often: 1, 2, 4
-   * .. 32 passes), and the exponent.  reclaiming: the purger holds the
-   * lock and works on the heap (partial.c then leaves current slabs and
-   * SuperSlab ownership alone: the owner's fast paths read them). */
+   * .. 32 passes), and the exponent. */
   uint32_t reclaim_seen, reclaim_skip, reclaim_backoff;
-  bool reclaiming;
   /* Blocks freed by other threads into this heap's full slabs (MPSC stack:
    * remote freers push with CAS, the owner takes all with one exchange). */
   _Alignas(HAK_CACHE_LINE) _Atomic(hak_block_t *) delayed;
