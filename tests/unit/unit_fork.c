@@ -7,8 +7,8 @@
  *   unit_fork double_free_remote another thread frees a small block twice (the
  *                                second while the first is a pending remote free)
  *   unit_fork double_free_remote_pushed  the same, after the run was pushed
- *   unit_fork fork_threads       fork() while another thread allocates: the
- *                                child's allocator works
+ *   unit_fork fork_threads       fork() while other threads allocate and the
+ *                                purger thread runs: the child's allocator works
  *   unit_fork                    all of the above
  *
  * A misuse case forks a child that commits the misuse with its stderr on a
@@ -19,6 +19,7 @@
  * Under ThreadSanitizer the program reports a skip (exit 77).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -30,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hakmem.h"
@@ -312,8 +314,55 @@ static int child_work(void) {
   return 0;
 }
 
+/* True once a thread of this process is named "hakmem-purge": the purger
+ * thread (src/purge.c) names itself first thing, after its start-up. */
+static bool purger_running(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return false;
+  bool found = false;
+  struct dirent *e;
+  while (!found && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    found = fgets(comm, sizeof comm, f) && strncmp(comm, "hakmem-purge", 12) == 0;
+    fclose(f);
+  }
+  closedir(d);
+  return found;
+}
+
+/* Start hakmem's purger thread from this thread, before any fork, and wait
+ * until it runs.  It starts at a refill once 32 MiB are mapped.  Started
+ * instead by a churn thread's refill at the moment of a fork, its start-up
+ * (inside AddressSanitizer, which frees in pthread_getattr_np) could hold a
+ * lock of the sanitizer's allocator, which GCC 12's runtime does not take
+ * across fork: the child then hung in the sanitizer (seen under ASan). */
+static void start_purger(void) {
+  const char *env = getenv("HAKMEM_PURGE_THREAD");
+  if (env && env[0] == '0') return;
+  void *big = hak_malloc(48u << 20);  /* mapped: above the threshold */
+  REQUIRE(big != NULL, "malloc(48 MiB)");
+  static void *small[4000];
+  for (int i = 0; i < 4000; i++) small[i] = hak_malloc((size_t)(i % 64 + 1) * 32);  /* refills */
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  bool running;
+  do {
+    running = purger_running();
+    if (!running) sched_yield();
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while (!running && now.tv_sec - t0.tv_sec < CHILD_SECONDS);
+  CHECK(running, "the purger thread started at a refill with 48 MiB mapped");
+  for (int i = 0; i < 4000; i++) hak_free(small[i]);
+  hak_free(big);
+}
+
 static void test_fork_threads(void) {
   ts_check_begin("fork while another thread allocates");
+  start_purger();
   pthread_t t[2];
   atomic_store(&stop_churn, false);
   REQUIRE(pthread_create(&t[0], NULL, churn, NULL) == 0, "pthread_create");
