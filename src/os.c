@@ -106,11 +106,16 @@ void hak_os_unmap(void *p, size_t size)
 }
 
 /* MADV_DONTNEED: the pages are returned at once (RSS drops) and read back as
- * zero; the address range stays ours. */
+ * zero; the address range stays ours.  Callers count on the zeroes (calloc
+ * skips zeroing purged memory: superslab.c's clean units, large.c's
+ * dirty_from), so where the kernel refuses (EINVAL on locked pages, in a
+ * process that called mlockall) the range is zeroed here: its pages stay
+ * resident, as locked pages must.  (ENOMEM: part of the range is not
+ * mapped, a caller's bug that writing would turn into a crash.) */
 void hak_os_purge(void *p, size_t size)
 {
   int saved = errno;
-  (void)madvise(p, size, MADV_DONTNEED);
+  if (madvise(p, size, MADV_DONTNEED) != 0 && errno != ENOMEM) memset(p, 0, size);
   errno = saved;
 }
 
