@@ -352,8 +352,18 @@ static void *calloc_any(size_t n, size_t size)
     return alloc_large(hak_tls_heap, total, HAK_MIN_ALIGN, true, false);  /* zeroes only if reused */
   }
   if (HAK_UNLIKELY(hak_secure_mode())) return secure_alloc(total, HAK_MIN_ALIGN);
+  if (total < HAK_PAGE_SIZE) {
+    void *p = small_alloc(total);
+    if (p != NULL) memset(p, 0, total);
+    return p;
+  }
+  /* A block the refill carves from a fresh slab is zero but for its link
+   * and check words: the kernel zeroed its pages, and the first write to
+   * them is the caller's (mstress: most of its page faults were calloc's
+   * memset, which then wrote zeroes over zeroes). */
+  hak_heap_fresh_block = NULL;
   void *p = small_alloc(total);
-  if (p != NULL) memset(p, 0, total);
+  if (p != NULL) memset(p, 0, p == hak_heap_fresh_block ? sizeof(hak_block_t) : total);
   return p;
 }
 

@@ -33,6 +33,7 @@ hak_heap_t hak_heap_dead = { .owned = NONE_OWNED, .cur = SENTINEL_CUR, .tag = HA
                              .state = HAK_HEAP_DEAD, .pend_key = HAK_OWNED_NONE,
                              .prof_left = INT64_MAX };
 __thread hak_heap_t *hak_tls_heap = &hak_heap_unstarted;
+__thread void *hak_heap_fresh_block;
 
 /* Heaps come from mmap'd chunks and are never unmapped; a heap whose thread
  * exited waits on `pool` for the next new thread.  chunk_lock serialises
@@ -278,12 +279,25 @@ static void heap_maintain(hak_heap_t *h)
 
 /* ------------------------------------------------------------ malloc slow */
 
+/* Carve the next blocks of h's current slab s and pop the first, or NULL
+ * if s is carved out.  The first block carved from a fresh slab is noted
+ * for calloc (hak_heap_fresh_block). */
+static void *heap_carve_pop(hak_heap_t *h, hak_slab_t *s)
+{
+  uint8_t *first = s->start + (size_t)s->capacity * s->block_size;
+  if (!hak_slab_extend(s)) return NULL;
+  void *p = hak_heap_pop(h, s->cls);
+  if (s->fresh && p == first) hak_heap_fresh_block = p;
+  return p;
+}
+
 /* Make s the current slab of its class and pop a block, or NULL if it has none. */
 static void *heap_use_slab(hak_heap_t *h, hak_slab_t *s)
 {
   s->state = HAK_SLAB_CUR;
   h->cur[s->cls] = s;
-  if (s->free == NULL && !hak_slab_take_rfree(s) && hak_remote_collect(s, HAK_RS_KEEP_STATE) == 0) hak_slab_extend(s);
+  if (s->free == NULL && !hak_slab_take_rfree(s) && hak_remote_collect(s, HAK_RS_KEEP_STATE) == 0)
+    return heap_carve_pop(h, s);
   if (s->free == NULL) return NULL;
   return hak_heap_pop(h, s->cls);
 }
@@ -319,7 +333,8 @@ static void *heap_refill(hak_heap_t *h, size_t cls)
         hak_partial_push(h, s);
         h->cur[cls] = &hak_slab_sentinel;
       } else {
-        if (hak_slab_extend(s)) return hak_heap_pop(h, cls);
+        void *p = heap_carve_pop(h, s);
+        if (p != NULL) return p;
         if (!hak_remote_mark_full(s)) continue;  /* blocks arrived meanwhile */
         s->state = HAK_SLAB_FULL;
         h->cur[cls] = &hak_slab_sentinel;

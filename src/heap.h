@@ -10,6 +10,12 @@ extern HAK_HIDDEN hak_slab_t hak_slab_sentinel;  /* no block: cur[c] of a class 
 extern HAK_HIDDEN hak_heap_t hak_heap_unstarted;  /* a thread's, before its first malloc or free */
 extern HAK_HIDDEN hak_heap_t hak_heap_dead;       /* after the thread's heap was abandoned */
 extern HAK_HIDDEN __thread hak_heap_t *hak_tls_heap;
+/* The block the calling thread's last refill carved from a fresh slab
+ * (hak_slab_t.fresh) and handed out: zero but for its link and check words.
+ * Written by that thread only: set by the refill (heap.c), cleared and
+ * read by calloc (alloc.c) around its own allocation, so it never names a
+ * block that was handed out before. */
+extern HAK_HIDDEN __thread void *hak_heap_fresh_block;
 
 void hak_heap_lock_wait(hak_heap_t *h);
 

@@ -118,7 +118,7 @@ static void slab_reset(hak_superslab_t *ss, unsigned u)
   s->minv = s->remote_minv = 0;
   hak_slab_used_set(s, 0);
   s->capacity = s->reserved = s->block_size = s->owner_id = 0;
-  s->shift = s->remote_shift = s->state = s->cls = 0;
+  s->shift = s->remote_shift = s->state = s->cls = s->fresh = 0;
   atomic_store_explicit(&s->stat_cls, 0, memory_order_relaxed);
   s->unit = (uint8_t)u;
   s->span = 1;
@@ -290,6 +290,7 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   s->free = s->rfree = NULL;
   hak_slab_used_set(s, 0);
   s->capacity = 0;
+  s->fresh = dirty == 0;  /* none of its units committed: all zero */
   s->block_size = bs;
   s->shift = s->remote_shift = (uint8_t)__builtin_ctz(bs);
   s->minv = s->remote_minv = mod_inverse(bs >> s->shift);

@@ -112,7 +112,12 @@ enum { HAK_SLAB_UNUSED = 0, HAK_SLAB_CUR, HAK_SLAB_PARTIAL, HAK_SLAB_FULL, HAK_S
  * thread cache, count as used);
  * capacity <= reserved; blocks [0, capacity) were carved; free and rfree
  * list only blocks of this slab; used == 0 means every carved block is on
- * free or rfree; remote_x == x for the geometry. */
+ * free or rfree; remote_x == x for the geometry; fresh: nothing has written
+ * the slab's memory from block capacity on since its pages were last zero
+ * (never touched, or purged), so a block carved there is zero but for the
+ * link and check words the carving writes (set by hak_ss_alloc_slab, from
+ * its units' dirty bits; cleared by hak_remote_collect when the slab goes
+ * back to uncarved over written memory). */
 typedef struct hak_slab {
   /* owner's working state */
   hak_block_t *free;            /* local free list (LIFO) */
@@ -125,6 +130,7 @@ typedef struct hak_slab {
   uint32_t capacity;            /* blocks carved so far (lazy, page by page) */
   uint8_t shift;                /* block_size's trailing zero bits              } geometry */
   uint8_t state;                /* HAK_SLAB_* */
+  uint8_t fresh;                /* see above: calloc skips zeroing its new blocks */
   /* geometry: immutable while the slab holds a block */
   _Alignas(HAK_CACHE_LINE) uint8_t *remote_start;  /* start, minv and shift, */
   uint64_t remote_minv;                             /* for other threads     */

@@ -260,6 +260,40 @@ static void test_calloc(void) {
   }
 }
 
+/* calloc skips zeroing a block carved just now from a slab on fresh pages
+ * (alloc.c).  A block that malloc carved that way, dirtied and freed, is
+ * the next calloc's of its size (the thread cache is LIFO) and must be
+ * zeroed in full; so must every block carved after it. */
+static void test_calloc_fresh(void) {
+  ts_check_begin("calloc after malloc carved a fresh block");
+  /* Sizes of distinct classes (the program's first allocations). */
+  static const size_t sizes[] = {4500, 6100, 9000, 13000, 21000, 47000, 70000, 150000, 230000};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t s = sizes[k];
+    unsigned char *d = hak_malloc(s);
+    REQUIRE(d != NULL, "hak_malloc(%zu)", s);
+    memset(d, 0xff, hak_malloc_usable_size(d));
+    hak_free(d);
+    unsigned char *c = hak_calloc(1, s);
+    REQUIRE(c != NULL, "hak_calloc(1, %zu)", s);
+    CHECK(c == d, "calloc(1, %zu) did not get the block malloc freed (%p, %p): the case is not exercised", s,
+          (void *)d, (void *)c);
+    size_t at = ts_first_nonzero(c, s);
+    CHECK(at == s, "calloc(1, %zu) of the block malloc carved and dirtied: byte at offset %zu is 0x%02x", s, at,
+          c[at < s ? at : 0]);
+    unsigned char *more[8];
+    for (int i = 0; i < 8; i++) {
+      more[i] = hak_calloc(1, s);
+      REQUIRE(more[i] != NULL, "hak_calloc(1, %zu)", s);
+      at = ts_first_nonzero(more[i], s);
+      CHECK(at == s, "calloc(1, %zu) #%d: byte at offset %zu is 0x%02x", s, i, at, more[i][at < s ? at : 0]);
+      memset(more[i], 0xee, s);
+    }
+    for (int i = 0; i < 8; i++) hak_free(more[i]);
+    hak_free(c);
+  }
+}
+
 /* ---------------------------------------------------------------- */
 /* Requests no allocator can serve: NULL and ENOMEM, never a crash. */
 
@@ -824,6 +858,7 @@ int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   page_size = (size_t)sysconf(_SC_PAGESIZE);
   hak_stats_t start = ts_stats_now();
+  test_calloc_fresh();  /* first: its sizes' classes have no slab yet */
   test_sizes();
   test_calloc();
   test_huge();
