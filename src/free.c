@@ -85,11 +85,12 @@ static HAK_NOINLINE void free_remote_checked(hak_heap_t *h, hak_superslab_t *ss,
 }
 
 /* The end of free_remote for a validated block b of class c: this thread's
- * cache while it has room below the base bound and the thread allocates
- * the class itself, else held back for the owner (see free_remote). */
+ * cache while it is less than half full (hak_tcache_takes_foreign) and the
+ * thread allocates the class itself, else held back for the owner (see
+ * free_remote). */
 static inline void free_remote_keep(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, size_t c)
 {
-  if (h->tcache_room[c] > h->tcache_grown[c] && h->cur[c] != &hak_slab_sentinel) {
+  if (hak_tcache_takes_foreign(h, c) && h->cur[c] != &hak_slab_sentinel) {
     (void)hak_tcache_push(h, c, b);
     return;
   }
@@ -116,14 +117,16 @@ static HAK_NOINLINE void free_remote_xfer_trailed(hak_heap_t *h, hak_superslab_t
 /* A block of a SuperSlab another heap owns (or nobody: abandoned).  The
  * caller holds the RCU read lock, or p is in the SuperSlab that this heap's
  * pending frees pin (pend_key).  A thread that allocates the class keeps
- * the block in its thread cache while its cache has room: its next malloc of
- * the class gets the block it just freed, still in its CPU's cache, where
- * the block's owner would get it cold (programs where nearly every free
- * is of another thread's block, like bench/turnover.c, gain most).  Else
- * the free is held back for its owner (hak_remote_defer).  Only below the
- * class's base bound: a grown cache (hak_tcache_overflow) holding up to
- * 256 blocks of other heaps would keep them from their slabs' owners,
- * which then carve fresh memory.  Only tail calls: no registers to save. */
+ * the block in its thread cache while its cache is less than half full: its
+ * next malloc of the class gets the block it just freed, still in its CPU's
+ * cache, where the block's owner would get it cold (programs where nearly
+ * every free is of another thread's block, like bench/turnover.c, gain
+ * most).  Else the free is held back for its owner (hak_remote_defer).
+ * Only below half the class's base bound: a grown cache
+ * (hak_tcache_overflow) holding up to 256 blocks of other heaps would keep
+ * them from their slabs' owners, which then carve fresh memory, and a full
+ * one kept them circulating (tcache.h).  Only tail calls: no registers to
+ * save. */
 static inline void free_remote(hak_heap_t *h, void *p)
 {
   hak_superslab_t *ss = hak_ss_of(p);

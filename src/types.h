@@ -304,8 +304,8 @@ struct hak_heap {
    * malloc hands out before the current slab's: the block freed last,
    * whatever its slab, is the one most likely still in the CPU's cache
    * (tcmalloc's thread cache).  Blocks of its own slabs always go there;
-   * blocks of other heaps' slabs (free_remote in free.c) only while there
-   * is room and the thread allocates the class itself (cur[c] set), so a
+   * blocks of other heaps' slabs (free_remote in free.c) only while it is
+   * less than half full and the thread allocates the class itself (cur[c] set), so a
    * thread that only frees holds none back, and of a transfer-cache class
    * (xfer.c) only when the class's slots are full.  Invariants: tcache[c] lists
    * hak_tcache_limit(c) - tcache_room[c] free blocks of class c (at most
@@ -317,7 +317,7 @@ struct hak_heap {
    * collect and parking flush it).  The bound of class c is
    * hak_tcache_limit(c) + tcache_grown[c] (hak_tcache_overflow grows it,
    * heap maintenance resets it); blocks of other heaps are taken only
-   * below the base bound (tcache_room[c] > tcache_grown[c]).  The sum of
+   * below half the base bound (hak_tcache_takes_foreign).  The sum of
    * tcache_grown[c] * block size stays within HAK_TCACHE_GROW_BYTES. */
   hak_block_t *tcache[HAK_NUM_CLASSES + 1];  /* + HAK_TCLS_TRAILED: room 0, empty */
   int32_t tcache_room[HAK_NUM_CLASSES + 1];
