@@ -17,6 +17,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* 1 in a build under AddressSanitizer or ThreadSanitizer (their shadow
+ * memory makes big blocks slow and cannot be locked), else 0. */
+#if defined(HAKMEM_ASAN) || defined(HAKMEM_TSAN) || defined(__SANITIZE_ADDRESS__) || \
+    defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
 /* Count one check (the macros below do). */
 void ts_check_count(void);
 

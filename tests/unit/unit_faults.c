@@ -68,13 +68,6 @@
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
 
-#if defined(HAKMEM_ASAN) || defined(HAKMEM_TSAN) || defined(__SANITIZE_ADDRESS__) || \
-    defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
-
 /* ------------------------------------------------------------ tracking */
 
 /* Failures inside worker threads (CHECK's counters belong to the main

@@ -61,13 +61,6 @@ static const size_t small_sizes[] = { 4 * KiB, 16 * KiB, 64 * KiB, 200 * KiB };
 
 /* ------------------------------------------------------------------ setup */
 
-#if defined(HAKMEM_ASAN) || defined(HAKMEM_TSAN) || defined(__SANITIZE_ADDRESS__) || \
-    defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
-
 /* What the program may lock: more than it locks at its peak (about 200 MiB,
  * of which 128 MiB are the large blocks' page bank, src/large.c, mapped in
  * one piece: under MCL_FUTURE every new mapping is locked whole). */
