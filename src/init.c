@@ -95,6 +95,7 @@ void hak_init_slow(void)
     hak_size_class_init();
 #ifndef NDEBUG
     hak_size_class_check();
+    hak_tcache_check();
 #endif
     hak_options_init();
     hak_prof_init();

@@ -10,6 +10,26 @@
 #include "superslab.h"
 #include "remote.h"
 #include "partial.h"
+#include "os.h"
+
+/* min(HAK_TCACHE_MAX, HAK_TCACHE_BYTES / block size) per class
+ * (hak_class_size's order; hak_tcache_check verifies it). */
+const uint8_t hak_tcache_base[HAK_NUM_CLASSES] = {
+  64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64,
+  51, 42, 36, 32, 25, 21, 18, 16, 12, 10, 9, 8, 6, 5, 4, 4, 3, 2, 2, 2, 1, 1, 1, 1,
+  0, 0, 0, 0, 0, 0, 0, 0,
+  64, 64, 64, 64, 64, 64, 64, 64,
+};
+
+#ifndef NDEBUG
+void hak_tcache_check(void)
+{
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+    uint32_t k = HAK_TCACHE_BYTES / hak_class_size[c];
+    if (hak_tcache_base[c] != (k > HAK_TCACHE_MAX ? HAK_TCACHE_MAX : k)) hak_fatal("thread cache bound table", (void *)c);
+  }
+}
+#endif
 
 /* Keep the newest `keep` blocks of class c's thread cache; the others go
  * back to their slabs (a slab may become empty and go, or leave the full

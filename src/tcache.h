@@ -26,13 +26,10 @@
 #define HAK_TCACHE_GROW_CLASS (128 * 1024)
 /* Blocks a thread cache holds of class c at least (its base bound; tcache.c
  * may grow it): HAK_TCACHE_MAX, or HAK_TCACHE_BYTES of blocks; none of a
- * class above HAK_TCACHE_BYTES.  Off the fast path (heap set-up and
- * flushes). */
-static inline uint32_t hak_tcache_limit(size_t c)
-{
-  uint32_t k = HAK_TCACHE_BYTES / hak_class_size[c];
-  return k > HAK_TCACHE_MAX ? HAK_TCACHE_MAX : k;
-}
+ * class above HAK_TCACHE_BYTES.  A table (tcache.c), not a division: a
+ * remote free asks (hak_tcache_takes_foreign). */
+extern HAK_HIDDEN const uint8_t hak_tcache_base[HAK_NUM_CLASSES];
+static inline uint32_t hak_tcache_limit(size_t c) { return hak_tcache_base[c]; }
 
 /* Blocks class c's thread cache holds (types.h, hak_heap_t's invariant);
  * the heap's own thread only. */
@@ -103,5 +100,10 @@ void hak_tcache_overflow(hak_heap_t *h, size_t cls);
 void hak_tcache_relax(hak_heap_t *h);
 /* A heap starts serving a thread: every class empty, at its base bound. */
 void hak_tcache_reset(hak_heap_t *h);
+
+#ifndef NDEBUG
+/* hak_tcache_base agrees with its formula (aborts if not). */
+void hak_tcache_check(void);
+#endif
 
 #endif /* HAKMEM_TCACHE_H */
