@@ -65,14 +65,17 @@ hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&all_heaps, memory
  * size class and no page faults on purged memory per thread (abandoning
  * spreads the blocks of such threads over many more SuperSlabs and
  * refaults their pages).  Parking gives back what abandoning did:
- * remote frees are collected, empty slabs and SuperSlabs released, free pages
- * purged (ABANDON_KEEP_DIRTY kept).  While parked, remote freers go on as if
+ * remote frees are collected, empty slabs and SuperSlabs released; its free
+ * pages stay while a purger thread runs (the next thread reuses them: the
+ * purger abandons the heap once it has been parked for the purge delay,
+ * and its pages go back then, hak_heap_expire_parked), else beyond
+ * ABANDON_KEEP_DIRTY they are purged.  While parked, remote freers go on as if
  * the thread were alive (remote stacks; the delayed list of full slabs, which
  * the heap's next owner drains); nobody else touches the heap.  A heap
  * parked longer than the purge delay, or beyond hak_opt.parked_heaps of them, is
- * abandoned (handed to the living threads as before) by the next thread that
- * parks, maintains its heap or collects, so its memory and the blocks freed
- * into it are not kept from the living threads.
+ * abandoned (handed to the living threads as before) by the purger or the
+ * next thread that parks, maintains its heap or collects, so its memory and
+ * the blocks freed into it are not kept from the living threads.
  * Invariants: a heap is on the list (newest first through park_next) iff it
  * was parked and not taken since; its state is then HAK_HEAP_DEAD; the list
  * and every parked heap's fields belong to the holder of park_lock, and a
@@ -152,7 +155,18 @@ size_t hak_heap_parked(hak_heap_t **out, size_t max)
   return n;
 }
 
-/* The oldest parked heap if it is due (parked for the purge delay, too many
+/* How long a heap stays parked: the purge delay, or while a purger thread
+ * runs (the heap keeps its free pages, see "parked heaps") the SuperSlab
+ * cache's delay, as long as an empty SuperSlab keeps its pages: the
+ * threads of a program's next round of work take the heap and its pages
+ * back. */
+static uint64_t park_delay_ms(void)
+{
+  return hak_ss_purger() && hak_opt.cache_delay_ms > hak_opt.purge_delay_ms ? hak_opt.cache_delay_ms
+                                                                           : hak_opt.purge_delay_ms;
+}
+
+/* The oldest parked heap if it is due (parked for park_delay_ms, too many
  * parked, or all), off the list; else NULL. */
 static hak_heap_t *park_take_due(uint64_t now, bool all)
 {
@@ -160,22 +174,24 @@ static hak_heap_t *park_take_due(uint64_t now, bool all)
   pthread_mutex_lock(&park_lock);
   hak_heap_t *h = park_oldest;
   if (h != NULL && !all && atomic_load_explicit(&park_count, memory_order_relaxed) <= hak_opt.parked_heaps &&
-      now - h->parked_ms < hak_opt.purge_delay_ms)
+      now - h->parked_ms < park_delay_ms())
     h = NULL;
   if (h != NULL) park_unlink(h);
   pthread_mutex_unlock(&park_lock);
   return h;
 }
 
-static void heap_give_up(hak_heap_t *h);
+static void heap_give_up(hak_heap_t *h, bool idle);
 
-/* Abandon the parked heaps that are due (see park_take_due). */
+/* Abandon the parked heaps that are due (see park_take_due).  One parked
+ * for the purge delay gives back all its free pages: nobody used them
+ * meanwhile. */
 static void park_expire(uint64_t now, bool all)
 {
   for (hak_heap_t *p; (p = park_take_due(now, all)) != NULL;) {
     bool held = hak_heap_lock(p);
     p->state = HAK_HEAP_LIVE;  /* ours now: torn down as its owner would */
-    heap_give_up(p);
+    heap_give_up(p, now - p->parked_ms >= hak_opt.purge_delay_ms);
     hak_heap_unlock(p, held);
     hak_handoff_push(&pool, &p->pool_link);
   }
@@ -532,7 +548,7 @@ hak_heap_t *hak_heap_inherit(hak_heap_t *h)
   hak_tls_heap = n;
   (void)pthread_setspecific(heap_key, n);  /* the key holds a value: no allocation, cannot fail */
   hak_heap_unlock(n, held);
-  heap_give_up(h);
+  heap_give_up(h, false);
   hak_handoff_push(&pool, &h->pool_link);
   return n;
 }
@@ -561,7 +577,7 @@ void *hak_heap_alloc_orphan(size_t cls)
  * 3. Remote stacks are drained; empty slabs and SuperSlabs are released.
  * 4. SuperSlabs still holding live blocks are abandoned on the ck stack.
  * 5. Counters are folded into the totals; the caller pools the heap. */
-static void heap_give_up(hak_heap_t *h)
+static void heap_give_up(hak_heap_t *h, bool idle)
 {
   bool held = hak_heap_lock(h);
   hak_slab_t *s;
@@ -594,8 +610,9 @@ static void heap_give_up(hak_heap_t *h)
    * adoption, so no delay can expire there.  Those idle past the delay go
    * back now, and all of them if they are many; the rest (recently freed:
    * a thread that comes next and adopts them reuses them without page
-   * faults) stay, at most ABANDON_KEEP_DIRTY per exiting heap. */
-  hak_ss_purge(h, (size_t)h->dirty_units * HAK_UNIT_SIZE > ABANDON_KEEP_DIRTY);
+   * faults) stay, at most ABANDON_KEEP_DIRTY per exiting heap; none if
+   * the heap idled for the delay (parked). */
+  hak_ss_purge(h, idle || (size_t)h->dirty_units * HAK_UNIT_SIZE > ABANDON_KEEP_DIRTY);
   for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
     next = ss->next;
     hak_ss_unlink(h, ss);
@@ -611,7 +628,7 @@ static void heap_give_up(hak_heap_t *h)
 
 void hak_heap_abandon(hak_heap_t *h)
 {
-  heap_give_up(h);
+  heap_give_up(h, false);
   hak_gcount(&hak_gstats.heaps_abandoned, 1);
   hak_handoff_push(&pool, &h->pool_link);
 }
@@ -641,7 +658,9 @@ static void heap_park(hak_heap_t *h)
     next = ss->next;
     if (hak_ss_unused(ss) && h->unused_ss > hak_opt.ss_reserve) hak_ss_release(h, ss);
   }
-  hak_ss_purge(h, (size_t)h->dirty_units * HAK_UNIT_SIZE > ABANDON_KEEP_DIRTY);
+  /* Free pages idle for the delay go; the rest stay for the next thread
+   * if the purger will expire the heap (see "parked heaps"). */
+  hak_ss_purge(h, !hak_ss_purger() && (size_t)h->dirty_units * HAK_UNIT_SIZE > ABANDON_KEEP_DIRTY);
   hak_stats_fold(h);
   hak_gcount(&hak_gstats.heaps_abandoned, 1);
   uint64_t now = hak_os_now_ms();
@@ -650,7 +669,9 @@ static void heap_park(hak_heap_t *h)
   hak_heap_unlock(h, held);  /* before the heap is anyone else's to take */
   park_push(h);
   park_expire(now, false);
+  hak_os_bell_ring();  /* a purger asleep without a deadline sets one for this heap */
 }
+
 
 static void heap_thread_exit(void *arg)
 {
@@ -786,6 +807,20 @@ bool hak_heap_reclaim_idle(void)
   }
   pthread_mutex_unlock(&reclaim_lock);
   return again;
+}
+
+/* Under reclaim_lock, which the fork handlers take: a heap the purger took
+ * off the park list is never caught half given up by a fork. */
+uint64_t hak_heap_expire_parked(void)
+{
+  if (atomic_load_explicit(&park_count, memory_order_relaxed) == 0) return 0;
+  pthread_mutex_lock(&reclaim_lock);
+  park_expire(hak_os_now_ms(), false);
+  pthread_mutex_lock(&park_lock);
+  uint64_t due = park_oldest != NULL ? park_oldest->parked_ms + park_delay_ms() : 0;
+  pthread_mutex_unlock(&park_lock);
+  pthread_mutex_unlock(&reclaim_lock);
+  return due;
 }
 
 void hak_heap_init(void)

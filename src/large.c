@@ -59,7 +59,8 @@
  *    than an eighth of that block) go back.
  *  - A cache of freed mappings, once warm (CACHE_SLOTS slots; committed pages at most
  *    hak_opt.large_cache bytes, and above a quarter of that at most half
- *    the large bytes still live; beyond that a mapping is cached as address
+ *    the large bytes still live or what they leave of their recent peak,
+ *    cache_bound; beyond that a mapping is cached as address
  *    space only): the next large allocation takes the
  *    best fit, or grows a smaller one by remapping (its pages are reused,
  *    only the extra is fresh).  Cached mappings stay registered (their
@@ -82,6 +83,7 @@
 #include "canary.h"
 #include "stats.h"
 #include "registry.h"
+#include "superslab.h"
 
 #define CACHE_SLOTS 16
 #define GUARD HAK_SS_SIZE     /* the last 2 MiB region of every large mapping */
@@ -99,14 +101,27 @@ static _Atomic(uint32_t) cache_count;        /* mappings cached, advisory */
 static _Atomic(uint64_t) cache_oldest_ms;    /* earliest unpurged entry's free time, 0: none */
 /* Bytes of large blocks live in the process.  The cache keeps committed
  * pages up to a quarter of hak_opt.large_cache, and beyond that only up to
- * half of the live bytes: a program that frees its big buffers and goes
- * idle keeps at most that quarter (no timer is needed to give the rest
- * back), while one that keeps replacing big buffers reuses them.  relaxed:
+ * half of the live bytes or what they leave of their recent peak
+ * (cache_bound): a program that frees its big buffers keeps the pages it
+ * is likely to need again, and gives them back once they idle for the
+ * purge delay, while one that keeps replacing big buffers reuses them.  relaxed:
  * a sizing heuristic, ordered by nothing.  With the number of them, they
  * are also mallinfo2's figures when the block counts are off
  * (hak_large_live). */
 static _Atomic(size_t) large_live_bytes;
 static _Atomic(size_t) large_live_count;
+/* The most large bytes live at once lately: the peak since the last time
+ * an allocation found the peak older than PEAK_WINDOW_MS (it then starts
+ * again from the live bytes).  A program that frees its big blocks and
+ * allocates them again (rounds of work, threads replaced) will need that
+ * much again soon, so the cache may hold the freed pages up to the peak
+ * (hak_large_free's bound): the live and the cached bytes together stay
+ * within the peak, and the pages idle past the purge delay go back all the
+ * same (hak_large_decay).  Written by allocations; relaxed: a sizing
+ * heuristic. */
+static _Atomic(size_t) large_peak_bytes;
+static _Atomic(uint64_t) large_peak_ms;
+#define PEAK_WINDOW_MS 1000
 
 /* The cache's temperature (default mode only; in secure mode the cache is
  * always used, its mappings protected).  Cold: a freed mapping is not
@@ -519,10 +534,12 @@ void hak_large_decay(void)
 }
 
 /* Give every cached mapping back (hak_collect, malloc_trim); the cache
- * starts cold again. */
+ * starts cold again, and the peak again from the live bytes. */
 void hak_large_trim(void)
 {
   atomic_store_explicit(&cache_temp, LARGE_COLD, memory_order_relaxed);
+  atomic_store_explicit(&large_peak_bytes, atomic_load_explicit(&large_live_bytes, memory_order_relaxed),
+                        memory_order_relaxed);
   for (unsigned i = 0; i < CACHE_SLOTS; i++) {
     hak_large_t *l = cache_take_slot(i);
     if (l != NULL) large_retire(l);
@@ -651,6 +668,33 @@ static hak_large_t *large_map(size_t map_size, size_t map_align, size_t *fresh_f
   return l;
 }
 
+/* An allocation brought the live large bytes to live (see large_peak_bytes). */
+static void large_note_peak(size_t live)
+{
+  uint64_t now = hak_os_now_ms();
+  if (live < atomic_load_explicit(&large_peak_bytes, memory_order_relaxed) &&
+      now - atomic_load_explicit(&large_peak_ms, memory_order_relaxed) < PEAK_WINDOW_MS)
+    return;
+  atomic_store_explicit(&large_peak_bytes, live, memory_order_relaxed);
+  atomic_store_explicit(&large_peak_ms, now, memory_order_relaxed);
+}
+
+/* The committed bytes the cache may hold now: a quarter of
+ * hak_opt.large_cache, or half the large bytes live, or what the live ones
+ * leave of the recent peak, whichever is most, and at most
+ * hak_opt.large_cache.  The peak counts only while a purger thread runs,
+ * which gives the pages back when the program idles (without it, a
+ * program that went idle would keep them). */
+static size_t cache_bound(void)
+{
+  size_t live = atomic_load_explicit(&large_live_bytes, memory_order_relaxed);
+  size_t peak = atomic_load_explicit(&large_peak_bytes, memory_order_relaxed);
+  size_t bound = hak_opt.large_cache / 4;
+  if (live / 2 > bound) bound = live / 2;
+  if (peak > live && peak - live > bound && hak_ss_purger()) bound = peak - live;
+  return bound < hak_opt.large_cache ? bound : hak_opt.large_cache;
+}
+
 void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool grow)
 {
   /* Entries idle past the purge delay give their pages back before this
@@ -736,8 +780,9 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   /* The live total moves only here and in free (by the same amount), not on
    * every realloc: a realloc loop must not write a shared line per call. */
   l->live_counted = l->usable;
-  atomic_fetch_add_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed);
+  size_t live = atomic_fetch_add_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed) + l->live_counted;
   atomic_fetch_add_explicit(&large_live_count, 1, memory_order_relaxed);
+  large_note_peak(live);
   return l->user;
 }
 
@@ -772,9 +817,7 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   }
   if (!large_warm()) return large_discard(l);
   size_t cached = atomic_load_explicit(&cache_bytes, memory_order_relaxed);
-  size_t bound = atomic_load_explicit(&large_live_bytes, memory_order_relaxed) / 2;
-  if (bound < hak_opt.large_cache / 4) bound = hak_opt.large_cache / 4;
-  if (bound > hak_opt.large_cache) bound = hak_opt.large_cache;
+  size_t bound = cache_bound();
   size_t committed = large_committed(l);
   if (cached + committed > bound) cache_make_room(bound > committed ? bound - committed : 0);
   if (atomic_load_explicit(&cache_bytes, memory_order_relaxed) + committed > bound) {

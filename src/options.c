@@ -43,14 +43,16 @@
   X(ss_cache, "HAKMEM_SS_CACHE", "", 0, 16, 0, 65536,                                                      \
     "empty (purged) SuperSlabs kept mapped for reuse by any thread instead of unmapped")                  \
   X(parked_heaps, "HAKMEM_PARKED_HEAPS", "", 0, 8, 0, 4096,                                              \
-    "heaps of exited threads kept whole (SuperSlabs, slabs, free pages up to 8 MiB each) for the next "   \
-    "threads to start, each for at most the purge delay; `0`: a thread's SuperSlabs are handed to the "   \
+    "heaps of exited threads kept whole (SuperSlabs, slabs, free pages) for the next threads to start, "  \
+    "each for at most the purge delay (with the purge thread, `HAKMEM_CACHE_DELAY_MS`; without it, free " \
+    "pages beyond 8 MiB go back at once); `0`: a thread's SuperSlabs are handed to the "                 \
     "living threads when it exits")                                                                      \
   X(retire_batch, "HAKMEM_RETIRE_BATCH", "", 0, 16, 1, 65536,                                              \
     "regions unmapped per RCU grace period")                                                              \
   X(large_cache, "HAKMEM_LARGE_CACHE_KB", "KiB", 10, 65536, 0, 1073741824,                                 \
     "committed pages of freed large mappings kept for reuse (16 mappings at most, registered; above a "   \
-    "quarter of this, at most half the large bytes still live); pages idle past the purge delay are "     \
+    "quarter of this, at most half the large bytes still live or, with the purge thread, what they "     \
+    "leave of their peak over the last second); pages idle past the purge delay are "                    \
     "given back")                                                                                        \
   X(prof, "HAKMEM_PROF", "", 0, 0, 0, 1,                                                                   \
     "`1`: the sampling heap profiler (docs/profiler.md): call stacks of sampled blocks, written at exit " \

@@ -7,7 +7,9 @@
  * them back when the program goes idle and makes no call: this thread.  It
  * sleeps on a doorbell (os.c) until a cache holds dirty pages, then wakes
  * when the oldest of them fall due, purges what is due, and sleeps again.
- * The same thread reclaims the heaps of idle threads (heap.c, "idle
+ * The same thread abandons the heaps parked for the purge delay (heap.c,
+ * "parked heaps": they keep their free pages meanwhile, for the next
+ * thread) and reclaims the heaps of idle threads (heap.c, "idle
  * heaps"): while some heap is busy, or the last pass gave something back,
  * it looks again after a purge delay (RECLAIM_MIN_MS at least); once every
  * heap idles and there is nothing left to give, it sleeps until rung (a
@@ -20,7 +22,8 @@
  * program never gets the thread.  Until it runs, and if it cannot start
  * (HAKMEM_PURGE_THREAD=0, pthread_create failed), the caches give pages
  * back as they take them, as without it.  The thread blocks every signal,
- * never allocates, and takes only the caches' own locks.  A forked child
+ * never allocates, and takes only the caches' locks and, for a heap it
+ * reclaims or abandons, that heap's lock and the park list's.  A forked child
  * has no purger until one of its refills starts one.  With statistics
  * on, the exit report stops it first (hak_purge_stop).
  *
@@ -65,6 +68,7 @@ static void *purger_main(void *arg)
     uint64_t due = hak_ss_cache_decay(false);
     hak_large_decay();
     due = earliest(due, hak_large_next_due());
+    due = earliest(due, hak_heap_expire_parked());
     uint64_t now = hak_os_now_ms();
     if (hak_heap_reclaim_idle())
       due = earliest(due, now + (hak_opt.purge_delay_ms > RECLAIM_MIN_MS ? hak_opt.purge_delay_ms : RECLAIM_MIN_MS));

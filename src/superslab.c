@@ -58,6 +58,7 @@ void hak_ss_after_fork(bool child)
 }
 
 void hak_ss_set_purger(bool on) { atomic_store_explicit(&cache_deferred, on, memory_order_relaxed); }
+bool hak_ss_purger(void) { return atomic_load_explicit(&cache_deferred, memory_order_relaxed); }
 
 /* Under cache_lock. */
 static void cache_unlink(hak_superslab_t *ss)

@@ -1,6 +1,8 @@
 /* threads.c - starting and stopping the test programs' threads (threads.h). */
 #include "threads.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "clock.h"
@@ -68,4 +70,28 @@ double ts_team_join(ts_team *t, void *workers, size_t worker_size, ts_worker *su
     double secs = ts_now() - t->t0;
     pthread_barrier_destroy(&t->start);
     return secs;
+}
+
+bool ts_thread_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (d == NULL)
+        return false;
+    size_t n = strnlen(name, 15);
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        found = fgets(comm, sizeof comm, f) != NULL && strncmp(comm, name, n) == 0 &&
+                (comm[n] == '\n' || comm[n] == '\0');
+        fclose(f);
+    }
+    closedir(d);
+    return found;
 }

@@ -19,7 +19,6 @@
  * Under ThreadSanitizer the program reports a skip (exit 77).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -37,6 +36,7 @@
 #include "hakmem.h"
 #include "support/check.h"
 #include "support/child.h"
+#include "support/threads.h"
 
 #define SKIP_CODE 77
 #define CHILD_SECONDS 20 /* a misuse child's alarm */
@@ -314,26 +314,6 @@ static int child_work(void) {
   return 0;
 }
 
-/* True once a thread of this process is named "hakmem-purge": the purger
- * thread (src/purge.c) names itself first thing, after its start-up. */
-static bool purger_running(void) {
-  DIR *d = opendir("/proc/self/task");
-  if (!d) return false;
-  bool found = false;
-  struct dirent *e;
-  while (!found && (e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char path[300], comm[32] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    found = fgets(comm, sizeof comm, f) && strncmp(comm, "hakmem-purge", 12) == 0;
-    fclose(f);
-  }
-  closedir(d);
-  return found;
-}
-
 /* Start hakmem's purger thread from this thread, before any fork, and wait
  * until it runs.  It starts at a refill once 32 MiB are mapped.  Started
  * instead by a churn thread's refill at the moment of a fork, its start-up
@@ -351,7 +331,7 @@ static void start_purger(void) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   bool running;
   do {
-    running = purger_running();
+    running = ts_thread_named("hakmem-purge");  /* its first act (src/purge.c) */
     if (!running) sched_yield();
     clock_gettime(CLOCK_MONOTONIC, &now);
   } while (!running && now.tv_sec - t0.tv_sec < CHILD_SECONDS);
