@@ -105,7 +105,7 @@ static const hak_str_option_def_t str_options[] = { HAK_STR_OPTIONS(HAK_STR_OPT_
  * (HAK_UNTRAILED_MAX + 1) once initialised, 0 before (the first malloc
  * initialises), in secure mode and with statistics (options.h,
  * hak_fast_on): set with the options. */
-size_t hak_fast_limit = 0;
+_Alignas(HAK_CACHE_LINE) size_t hak_fast_limit = 0;  /* a line that only the options write (hak_keys_t) */
 
 /* One option: where it lives and what it may be.  Immutable. */
 typedef struct hak_option_def {

@@ -143,7 +143,7 @@ const uint8_t hak_class_of_index[HAK_CLASS_INDEXES] = {
   51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51,
 };
 
-uint8_t hak_fast_class[HAK_FAST_INDEXES] __attribute__((aligned(64)));
+uint8_t hak_fast_class[HAK_FAST_TABLE] __attribute__((aligned(HAK_CACHE_LINE)));
 
 void hak_size_class_init(void)
 {

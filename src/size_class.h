@@ -80,7 +80,10 @@ int hak_size_class_aligned(size_t n, size_t align);
  * the first 65 bytes.  Filled by hak_size_class_init, before
  * hak_options_init opens the fast path (hak_fast_limit). */
 #define HAK_FAST_INDEXES (HAK_UNTRAILED_MAX / 16 + 1)
-extern HAK_HIDDEN uint8_t hak_fast_class[HAK_FAST_INDEXES];
+/* Whole cache lines, so that its last one holds no variable that is
+ * written (see hak_keys_t). */
+#define HAK_FAST_TABLE ((HAK_FAST_INDEXES + HAK_CACHE_LINE - 1) / HAK_CACHE_LINE * HAK_CACHE_LINE)
+extern HAK_HIDDEN uint8_t hak_fast_class[HAK_FAST_TABLE];
 static inline size_t hak_fast_size_class(size_t n) { return hak_fast_class[(n + 15) >> 4]; }
 void hak_size_class_init(void);
 #define HAK_REMOTE_BATCH 64   /* most remote frees a live heap holds back (remote.c) */

@@ -48,8 +48,12 @@ typedef struct hak_block {
   uintptr_t check;
 } hak_block_t;
 
+/* Read by every malloc and free: a cache line of its own, so that no
+ * variable another thread writes shares it (with hak_gstats beside it,
+ * every slow-path count a thread made cost the other threads' fast paths
+ * a miss). */
 typedef struct hak_keys {
-  uintptr_t link;    /* low 4 bits 0 */
+  _Alignas(HAK_CACHE_LINE) uintptr_t link;    /* low 4 bits 0 */
   uintptr_t check;   /* odd */
 } hak_keys_t;
 
@@ -451,7 +455,7 @@ typedef struct hak_large {
  * heap's; the others are the mapping counters.  Any thread adds with a
  * relaxed fetch_add: they are statistics, ordered by nothing. */
 typedef struct hak_global_stats {
-  hak_heap_stats_t folded;
+  _Alignas(HAK_CACHE_LINE) hak_heap_stats_t folded;  /* whole lines: no read-mostly neighbour */
   _Atomic(uint64_t) ss_mapped, ss_unmapped, mapped_bytes;
   _Atomic(uint64_t) ss_purged, purged_bytes;   /* purge passes over a SuperSlab's free units */
   _Atomic(uint64_t) heaps_abandoned, ss_adopted;
