@@ -67,12 +67,12 @@ hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&all_heaps, memory
  * refaults their pages).  Parking gives back what abandoning did:
  * remote frees are collected, empty slabs and SuperSlabs released; its free
  * pages stay while a purger thread runs (the next thread reuses them: the
- * purger abandons the heap once it has been parked for the purge delay,
+ * purger abandons the heap once it has been parked for park_delay_ms,
  * and its pages go back then, hak_heap_expire_parked), else beyond
  * ABANDON_KEEP_DIRTY they are purged.  While parked, remote freers go on as if
  * the thread were alive (remote stacks; the delayed list of full slabs, which
  * the heap's next owner drains); nobody else touches the heap.  A heap
- * parked longer than the purge delay, or beyond hak_opt.parked_heaps of them, is
+ * parked longer than park_delay_ms, or beyond hak_opt.parked_heaps of them, is
  * abandoned (handed to the living threads as before) by the purger or the
  * next thread that parks, maintains its heap or collects, so its memory and
  * the blocks freed into it are not kept from the living threads.
@@ -671,7 +671,6 @@ static void heap_park(hak_heap_t *h)
   park_expire(now, false);
   hak_os_bell_ring();  /* a purger asleep without a deadline sets one for this heap */
 }
-
 
 static void heap_thread_exit(void *arg)
 {

@@ -88,8 +88,8 @@ void hak_heap_push_block(hak_heap_t *h, hak_slab_t *s, hak_block_t *b);
  * (see heap.c, "idle heaps").  True if a heap was busy or gave something
  * back: the purger comes back after a purge delay. */
 bool hak_heap_reclaim_idle(void);
-/* The purger's pass over the parked heaps: those parked for the purge delay
- * are abandoned, their free pages given back.  Returns when the oldest one
+/* The purger's pass over the parked heaps: those parked for their delay
+ * (heap.c, park_delay_ms) are abandoned, their free pages given back.  Returns when the oldest one
  * left falls due, 0 if none is parked. */
 uint64_t hak_heap_expire_parked(void);
 /* The heaps parked now, at most max of them into out (statistics: the

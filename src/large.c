@@ -783,6 +783,12 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   size_t live = atomic_fetch_add_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed) + l->live_counted;
   atomic_fetch_add_explicit(&large_live_count, 1, memory_order_relaxed);
   large_note_peak(live);
+  /* The bound holds at every allocation too, not only at frees: the
+   * pages cached below the peak give way as the live bytes climb back to
+   * it (and at a new peak the cache keeps only what the bound without the
+   * peak allows), so live and cached stay within the peak. */
+  size_t bound = cache_bound();
+  if (atomic_load_explicit(&cache_bytes, memory_order_relaxed) > bound) cache_make_room(bound);
   return l->user;
 }
 
