@@ -7,7 +7,7 @@
  * them back when the program goes idle and makes no call: this thread.  It
  * sleeps on a doorbell (os.c) until a cache holds dirty pages, then wakes
  * when the oldest of them fall due, purges what is due, and sleeps again.
- * The same thread abandons the heaps parked for the purge delay (heap.c,
+ * The same thread abandons the heaps parked for their delay (heap.c,
  * "parked heaps": they keep their free pages meanwhile, for the next
  * thread) and reclaims the heaps of idle threads (heap.c, "idle
  * heaps"): while some heap is busy, or the last pass gave something back,
