@@ -67,6 +67,11 @@
  *    header says free, so a stray free of one is caught).  An entry idle
  *    for longer than the purge delay has its pages given back
  *    (hak_large_decay, run by large operations and by heap maintenance).
+ *  - The first 2 MiB region has 4 KiB pages: a block that starts there
+ *    faults page by page in it.  Where the program writes its large blocks
+ *    whole (the fill probe, fill_score), malloc commits the block's pages
+ *    that hold nothing there with one system call (hak_os_populate)
+ *    instead of a fault per page; calloc and realloc's growth never do.
  *  - calloc zeroes only the part of a reused mapping that may be dirty.
  *  - realloc grows in place, or moves the pages to a larger mapping by
  *    remapping page tables: nothing is copied.
@@ -453,6 +458,61 @@ static uint64_t bank_decay(uint64_t now, bool force)
   return 0;
 }
 
+/* ------------------------------------------------------------- fill probe */
+
+/* Whether the program writes its large blocks whole, which decides whether
+ * malloc commits a block's fresh first-region pages at once (large_fill).
+ * A program that uses part of a big buffer must not get all of it
+ * committed, so it is measured, on the blocks left to fault in (probes):
+ * at the free of one, the pages of its first region that were fresh at its
+ * allocation [probe_from, probe_to) are looked at (mincore); at least 7/8
+ * of them resident counts +1, fewer -2 (the score stays within
+ * +-FILL_SCORE_MAX).  Blocks are committed while the score is positive,
+ * except every FILL_PROBE_EVERY-th, which stays a probe: committed pages
+ * would read as written.  A block with fewer than FILL_PROBE_MIN fresh pages
+ * there is neither.  relaxed: heuristics, ordered by nothing. */
+#define FILL_SCORE_MAX 8
+#define FILL_PROBE_EVERY 4
+#define FILL_PROBE_MIN 16
+static _Atomic(int) fill_score;
+static _Atomic(uint32_t) fill_count;
+
+/* The block of l at [off, off + usable) was just placed; its first-region
+ * pages below l->dirty_from hold nothing.  Commit them (malloc only) or make
+ * l a probe; neither for a block that realloc's growth will fill by moving
+ * pages in. */
+static void large_fill(hak_large_t *l, size_t off, size_t usable, bool zero, bool grow)
+{
+  bool commit_ok = !zero && !hak_opt.secure;
+  size_t from = off & ~(HAK_PAGE_SIZE - 1), to = l->dirty_from;
+  if (to > off + usable) to = off + usable;
+  if (to > HAK_SS_SIZE) to = HAK_SS_SIZE;
+  to &= ~(HAK_PAGE_SIZE - 1);
+  l->probe_from = l->probe_to = 0;
+  if (grow || to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) return;
+  if (commit_ok && atomic_load_explicit(&fill_score, memory_order_relaxed) > 0 &&
+      atomic_fetch_add_explicit(&fill_count, 1, memory_order_relaxed) % FILL_PROBE_EVERY != 0) {
+    hak_os_populate((char *)l + from, to - from);
+    return;
+  }
+  l->probe_from = (uint32_t)from;
+  l->probe_to = (uint32_t)to;
+}
+
+/* The block of l is being freed: if it was a probe, score it. */
+static void large_fill_probe(const hak_large_t *l)
+{
+  if (l->probe_to == l->probe_from) return;
+  size_t pages = (l->probe_to - l->probe_from) / HAK_PAGE_SIZE;
+  size_t resident = hak_os_resident((const char *)l + l->probe_from, l->probe_to - l->probe_from);
+  if (resident == SIZE_MAX) return;
+  int delta = resident * 8 >= pages * 7 ? 1 : -2;
+  int score = atomic_load_explicit(&fill_score, memory_order_relaxed) + delta;
+  if (score > FILL_SCORE_MAX) score = FILL_SCORE_MAX;
+  if (score < -FILL_SCORE_MAX) score = -FILL_SCORE_MAX;
+  atomic_store_explicit(&fill_score, score, memory_order_relaxed);
+}
+
 /* ------------------------------------------------------------ temperature */
 
 /* Whether a free caches its mapping (see cache_temp). */
@@ -766,6 +826,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
       if (filled < top) l->dirty_from = filled;  /* calloc zeroes them */
     }
   }
+  large_fill(l, off, usable, zero, grow);
   ((uintptr_t *)l->user)[-1] = hak_canary_word(l->user);
   if ((zero || hak_opt.secure) && l->dirty_from < off + usable) {
     size_t from = l->dirty_from > off ? l->dirty_from : off;
@@ -812,6 +873,7 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
     hak_fatal("free(): double free of a large block", p);
   large_check_canary(l);
   large_check_tail(l);
+  large_fill_probe(l);
   count_large(h, false, 1, l->usable);
   atomic_fetch_sub_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed);
   atomic_fetch_sub_explicit(&large_live_count, 1, memory_order_relaxed);
@@ -911,5 +973,6 @@ void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size)
   if (usable > l->usable) count_large(h, true, 0, usable - l->usable);
   else if (usable < l->usable) count_large(h, false, 0, l->usable - usable);
   l->usable = usable;  /* page-rounded: no canary bytes (large_tail) */
+  l->probe_from = l->probe_to = 0;  /* resized: its pages no longer say how it was filled */
   return l->user;
 }

@@ -131,6 +131,42 @@ void hak_os_hugepage(void *p, size_t size)
   errno = saved;
 }
 
+/* Commit the pages of [p, p+size) now, for writing (MADV_POPULATE_WRITE,
+ * Linux 5.14): one system call maps them all, where the program's first
+ * writes would take a page fault each (an exception and a return to user
+ * space per 4 KiB page, the larger part of a fault's cost in a virtual
+ * machine).  Pages already present are left as they are.  Where the kernel
+ * lacks it (EINVAL) it is not tried again; other failures (out of memory)
+ * leave the pages to fault in later, as without the call. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+static _Atomic(bool) populate_missing;  /* relaxed: a latch, set once */
+
+void hak_os_populate(void *p, size_t size)
+{
+  if (size == 0 || atomic_load_explicit(&populate_missing, memory_order_relaxed)) return;
+  int saved = errno;
+  if (madvise(p, size, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+    atomic_store_explicit(&populate_missing, true, memory_order_relaxed);
+  errno = saved;
+}
+
+/* How many pages of [p, p+size) (p page-aligned, at most 2 MiB) are
+ * resident (mincore); SIZE_MAX if the kernel does not say. */
+size_t hak_os_resident(const void *p, size_t size)
+{
+  unsigned char vec[HAK_SS_SIZE / HAK_PAGE_SIZE];
+  size_t pages = (size + HAK_PAGE_SIZE - 1) / HAK_PAGE_SIZE, n = 0;
+  if (pages > sizeof vec) pages = sizeof vec;
+  int saved = errno;
+  int rc = mincore((void *)p, pages * HAK_PAGE_SIZE, vec);
+  errno = saved;
+  if (rc != 0) return SIZE_MAX;
+  for (size_t i = 0; i < pages; i++) n += vec[i] & 1;
+  return n;
+}
+
 /* Make [p, p+size) readable and writable, or inaccessible (a guard: any
  * access faults).  Failure (the process is out of VMAs) is not an error
  * for a guard, which only catches misuse; but memory that must be

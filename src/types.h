@@ -431,7 +431,9 @@ typedef struct hak_handoff {
  * The mapping's layout is in large.c.  dirty_from: the offset from which
  * the block area (up to the guard) may hold non-zero data; the pages
  * between the header page and it read as zero (never touched since mapped
- * or purged). */
+ * or purged).  [probe_from, probe_to): the pages of the first 2 MiB region
+ * that held nothing when the block was allocated and were left to fault in
+ * (large.c's fill probe; equal: none), written with the block's header. */
 typedef struct hak_large {
   uint64_t magic;
   _Atomic(uint32_t) live;     /* 1 while allocated; the freeing CAS makes it 0 */
@@ -443,6 +445,7 @@ typedef struct hak_large {
   uint32_t owner_id;          /* id of the allocating heap (0: none): remote-free count */
   size_t live_counted;        /* what its allocation added to large.c's live total */
   uint64_t freed_ms;          /* when it went to the cache */
+  uint32_t probe_from, probe_to;
   hak_retired_t retired;
 } hak_large_t;
 

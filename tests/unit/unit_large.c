@@ -55,6 +55,9 @@
  *   - alignments beyond 2 MiB (4, 8, 16 MiB) for large and small sizes:
  *     aligned, writable, disjoint, freeable, again after reuse, and the
  *     mappings they leave in the cache serve calloc (zeroed) and realloc;
+ *   - fresh 1.5 MiB blocks: after rounds of blocks written whole, malloc
+ *     commits 3 of every 4 (mincore before any write; the fourth measures),
+ *     calloc none; after rounds of blocks touched at one byte, malloc none;
  *   - hak_stats_get counts large allocations and frees exactly (also frees by
  *     another thread, and reallocs, which are neither), and after hak_collect
  *     every large mapping is unmapped (mapped_bytes back to its start).
@@ -1029,6 +1032,63 @@ static const ts_misuse cases[] = {
     {"double_free_retired", misuse_double_free_retired, NULL},
 };
 
+/* ---------------------------------------------------------------- */
+/* malloc commits a large block's fresh pages at once where the program
+ * writes its large blocks whole, and only there. */
+
+/* Fresh 1.5 MiB blocks (the cache emptied first): all in the first 2 MiB
+ * region of their mappings, 4 KiB pages.  Each round allocates FILL_N of
+ * them with malloc, writes all of each (whole) or one byte (sparse), and
+ * frees them.  Returns how many of the round's blocks had at least 7/8 of
+ * their pages resident before the program wrote them. */
+#define FILL_N 4
+static int fill_round(bool whole) {
+  const size_t n = 3 * MiB / 2;
+  unsigned char *b[FILL_N];
+  int committed = 0;
+  hak_collect();
+  for (int i = 0; i < FILL_N; i++) {
+    b[i] = hak_malloc(n);
+    REQUIRE(b[i] != NULL, "hak_malloc(%zu)", n);
+    if (resident_bytes(b[i], n) * 8 >= n * 7) committed++;
+  }
+  for (int i = 0; i < FILL_N; i++) {
+    if (whole) memset(b[i], 0x5A, n);
+    else b[i][n / 2] = 1;
+    hak_free(b[i]);
+  }
+  return committed;
+}
+
+/* After rounds of blocks written whole, malloc commits 3 of every 4 fresh
+ * blocks (the fourth is left to fault in: it measures); calloc commits
+ * none.  After rounds of blocks barely touched, malloc commits none: a
+ * program that uses a part of its big buffers does not get all of them
+ * resident. */
+static void test_fill(void) {
+  ts_check_begin("malloc commits fresh large pages only for a program that writes its blocks whole");
+  const size_t n = 3 * MiB / 2;
+  for (int r = 0; r < 12; r++) (void)fill_round(true);
+  int committed = fill_round(true), whole = committed;
+  CHECK(committed == FILL_N - 1, "after 12 rounds of blocks written whole: %d of %d fresh %zu-byte blocks "
+        "committed before any write (expected %d)", committed, FILL_N, n, FILL_N - 1);
+  hak_collect();
+  unsigned char *c = hak_calloc(1, n);
+  REQUIRE(c != NULL, "hak_calloc(1, %zu)", n);
+  size_t res = resident_bytes(c, n);
+  CHECK(res <= 64 * KiB, "fresh calloc(%zu) after blocks written whole: %zu KiB resident before any write "
+        "(calloc must not commit)", n, res / KiB);
+  check_zero("calloc after blocks written whole", c, n);
+  memset(c, 0x5A, n);
+  hak_free(c);
+  for (int r = 0; r < 8; r++) (void)fill_round(false);
+  committed = fill_round(false);
+  CHECK(committed == 0, "after 8 rounds of blocks touched at one byte: %d of %d fresh %zu-byte blocks "
+        "committed before any write (expected none)", committed, FILL_N, n);
+  printf("   written whole: %d of %d fresh blocks committed at malloc; barely touched: %d\n", whole, FILL_N, committed);
+  hak_collect();
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   pat_init();
@@ -1063,6 +1123,7 @@ int main(int argc, char **argv) {
   test_aligned_large();
   test_tail();
   test_stats();
+  test_fill();
   ts_check_begin("everything freed");
   hak_stats_t end = ts_stats_now();
   CHECK(end.live_bytes == start.live_bytes, "live_bytes %llu at the end, %llu at the start",
