@@ -56,7 +56,7 @@
  *  - Fresh pages cost far more than reused ones: the kernel zeroes every
  *    new page, and a reused page is only written.  So a mapping is
  *    reused, and only the pages beyond what its next block needs (more
- *    than an eighth of that block) go back.
+ *    than an eighth of that block, and more than SPARE_KEEP) go back.
  *  - A cache of freed mappings, once warm (CACHE_SLOTS slots; committed pages at most
  *    hak_opt.large_cache bytes, and above a quarter of that at most half
  *    the large bytes still live or what they leave of their recent peak,
@@ -93,6 +93,7 @@
 #define CACHE_SLOTS 16
 #define GUARD HAK_SS_SIZE     /* the last 2 MiB region of every large mapping */
 #define CACHE_MAP_MAX ((size_t)1 << 30)  /* larger mappings are unmapped when freed */
+#define SPARE_KEEP ((size_t)256 << 10)  /* spare pages a reused mapping keeps below its block */
 
 /* Cache slots: a slot holds a free mapping or NULL; a thread owns a mapping
  * once its exchange took it out of the slot.  slot_size is advisory (the
@@ -799,15 +800,20 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   l->usable = usable;
   /* A reused mapping may hold dirty pages below this block (a larger block
    * used it before).  They go back once they exceed an eighth of the block
-   * (whole units: a huge page under the block's start stays), so a live
-   * block holds at most 1/8 more than its size plus 2 MiB.  Keeping more
-   * saves few faults and costs RSS (bench/results/history.md). */
+   * and SPARE_KEEP (whole units: a huge page under the block's start
+   * stays), so a live block holds at most that much more than its size
+   * plus 2 MiB.  Below SPARE_KEEP, a block a little smaller than the last
+   * one in its mapping would give back pages that the next larger block
+   * faults in again, and each purge flushes the other CPUs' TLBs; keeping
+   * more than that saves few faults and costs RSS
+   * (bench/results/history.md). */
   size_t below = off - sizeof(uintptr_t);  /* the canary word */
   if (l->dirty_from < below) {
     /* Whole units of them go to the bank (see bank_deposit). */
     size_t from = unit_up(l->dirty_from > HAK_SS_SIZE ? l->dirty_from : HAK_SS_SIZE), to = unit_down(below);
     size_t banked_to = to > from ? bank_deposit(l, from, to) : from;
-    if (below - l->dirty_from - (banked_to - from) > l->usable / 8) {
+    size_t keep = l->usable / 8 > SPARE_KEEP ? l->usable / 8 : SPARE_KEEP;
+    if (below - l->dirty_from - (banked_to - from) > keep) {
       /* The rest goes back: below the units banked, and above them. */
       if (banked_to > from) {
         if (from > l->dirty_from) hak_os_purge((char *)l + (l->dirty_from & ~(HAK_PAGE_SIZE - 1)), from - (l->dirty_from & ~(HAK_PAGE_SIZE - 1)));

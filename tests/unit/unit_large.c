@@ -55,6 +55,9 @@
  *   - alignments beyond 2 MiB (4, 8, 16 MiB) for large and small sizes:
  *     aligned, writable, disjoint, freeable, again after reuse, and the
  *     mappings they leave in the cache serve calloc (zeroed) and realloc;
+ *   - a mapping reused for a block 256,000 bytes smaller keeps the pages
+ *     below it (calloc of the larger size there again: all resident before
+ *     any write), for one 960,000 bytes smaller gives them back;
  *   - fresh 1.5 MiB blocks: after rounds of blocks written whole, malloc
  *     commits 3 of every 4 (mincore before any write; the fourth measures),
  *     calloc none; after rounds of blocks touched at one byte, malloc none;
@@ -1033,6 +1036,57 @@ static const ts_misuse cases[] = {
 };
 
 /* ---------------------------------------------------------------- */
+/* A mapping reused for a block a little smaller keeps its pages. */
+
+/* 1,280,000 bytes written and freed, then 1,024,000 bytes in the same
+ * mapping (256,000 spare bytes below it: under 256 KiB, kept), freed, then
+ * calloc of 1,280,000 again there: every page of it is resident before the
+ * program touches it (calloc zeroed the kept pages; purged ones would read
+ * as zero untouched).  Beyond the larger of an eighth of the block and
+ * 256 KiB the spare pages go back: 320,000 bytes in the same mapping, then
+ * calloc of 1,280,000 finds the 960,000 below them purged. */
+static void test_spare_keep(void) {
+  ts_check_begin("a reused large mapping keeps spare pages up to 256 KiB below its block");
+  if (ts_env_flag("HAKMEM_SECURE")) { printf("   skipped: secure mode zeroes reused blocks\n"); return; }
+  const size_t big = 1280000, mid = 1024000, small = 320000;
+  collect_warm();
+  unsigned char *a = hak_malloc(big);
+  REQUIRE(a != NULL, "hak_malloc(%zu)", big);
+  memset(a, 0x3C, big);
+  uintptr_t map = (uintptr_t)a & ~(uintptr_t)(2 * MiB - 1);
+  hak_free(a);
+  unsigned char *b = hak_malloc(mid);
+  REQUIRE(b != NULL, "hak_malloc(%zu)", mid);
+  CHECK(((uintptr_t)b & ~(uintptr_t)(2 * MiB - 1)) == map, "malloc(%zu) after a free of %zu bytes: another mapping",
+        mid, big);
+  memset(b, 0x3D, mid);
+  hak_free(b);
+  unsigned char *c = hak_calloc(1, big);
+  REQUIRE(c != NULL, "hak_calloc(1, %zu)", big);
+  CHECK(((uintptr_t)c & ~(uintptr_t)(2 * MiB - 1)) == map, "calloc(%zu): another mapping", big);
+  size_t res = resident_bytes(c, big);
+  CHECK(res + 8 * KiB >= big, "calloc(%zu) in a mapping reused for %zu bytes: %zu KiB of %zu resident before "
+        "any write (the %zu spare bytes below the smaller block were given back)", big, mid, res / KiB, big / KiB,
+        big - mid);
+  check_zero("calloc over kept spare pages", c, big);
+  memset(c, 0x3E, big);
+  hak_free(c);
+  unsigned char *d = hak_malloc(small);
+  REQUIRE(d != NULL, "hak_malloc(%zu)", small);
+  CHECK(((uintptr_t)d & ~(uintptr_t)(2 * MiB - 1)) == map, "malloc(%zu): another mapping", small);
+  hak_free(d);
+  unsigned char *e = hak_calloc(1, big);
+  REQUIRE(e != NULL, "hak_calloc(1, %zu)", big);
+  res = resident_bytes(e, big);
+  CHECK(res <= small + 64 * KiB, "calloc(%zu) after %zu bytes in the mapping: %zu KiB resident before any write "
+        "(the %zu spare bytes below the small block were kept)", big, small, res / KiB, big - small);
+  check_zero("calloc over purged spare pages", e, big);
+  printf("   spare %zu B kept, %zu B given back\n", big - mid, big - small);
+  hak_free(e);
+  hak_collect();
+}
+
+/* ---------------------------------------------------------------- */
 /* malloc commits a large block's fresh pages at once where the program
  * writes its large blocks whole, and only there. */
 
@@ -1123,6 +1177,7 @@ int main(int argc, char **argv) {
   test_aligned_large();
   test_tail();
   test_stats();
+  test_spare_keep();
   test_fill();
   ts_check_begin("everything freed");
   hak_stats_t end = ts_stats_now();
