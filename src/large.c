@@ -481,17 +481,16 @@ static _Atomic(uint32_t) fill_count;
 /* The block of l at [off, off + usable) was just placed; its first-region
  * pages below l->dirty_from hold nothing.  Commit them (malloc only) or make
  * l a probe; neither for a block that realloc's growth will fill by moving
- * pages in. */
+ * pages in, nor in secure mode (which zeroes every block it hands out). */
 static void large_fill(hak_large_t *l, size_t off, size_t usable, bool zero, bool grow)
 {
-  bool commit_ok = !zero && !hak_opt.secure;
   size_t from = off & ~(HAK_PAGE_SIZE - 1), to = l->dirty_from;
   if (to > off + usable) to = off + usable;
   if (to > HAK_SS_SIZE) to = HAK_SS_SIZE;
   to &= ~(HAK_PAGE_SIZE - 1);
   l->probe_from = l->probe_to = 0;
-  if (grow || to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) return;
-  if (commit_ok && atomic_load_explicit(&fill_score, memory_order_relaxed) > 0 &&
+  if (grow || hak_opt.secure || to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) return;
+  if (!zero && atomic_load_explicit(&fill_score, memory_order_relaxed) > 0 &&
       atomic_fetch_add_explicit(&fill_count, 1, memory_order_relaxed) % FILL_PROBE_EVERY != 0) {
     hak_os_populate((char *)l + from, to - from);
     return;
@@ -504,9 +503,10 @@ static void large_fill(hak_large_t *l, size_t off, size_t usable, bool zero, boo
 static void large_fill_probe(const hak_large_t *l)
 {
   if (l->probe_to == l->probe_from) return;
+  unsigned char vec[HAK_SS_SIZE / HAK_PAGE_SIZE];  /* a probe lies in the first region */
   size_t pages = (l->probe_to - l->probe_from) / HAK_PAGE_SIZE;
-  size_t resident = hak_os_resident((const char *)l + l->probe_from, l->probe_to - l->probe_from);
-  if (resident == SIZE_MAX) return;
+  if (!hak_os_residency((const char *)l + l->probe_from, l->probe_to - l->probe_from, vec)) return;
+  size_t resident = hak_os_count_resident(vec, 0, pages);
   int delta = resident * 8 >= pages * 7 ? 1 : -2;
   int score = atomic_load_explicit(&fill_score, memory_order_relaxed) + delta;
   if (score > FILL_SCORE_MAX) score = FILL_SCORE_MAX;

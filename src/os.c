@@ -152,18 +152,22 @@ void hak_os_populate(void *p, size_t size)
   errno = saved;
 }
 
-/* How many pages of [p, p+size) (p page-aligned, at most 2 MiB) are
- * resident (mincore); SIZE_MAX if the kernel does not say. */
-size_t hak_os_resident(const void *p, size_t size)
+/* Which pages of [p, p+size) (p page-aligned) are resident: bit 0 of
+ * vec[i] for page i (vec holds a byte per page); false if the kernel does
+ * not say. */
+bool hak_os_residency(const void *p, size_t size, unsigned char *vec)
 {
-  unsigned char vec[HAK_SS_SIZE / HAK_PAGE_SIZE];
-  size_t pages = (size + HAK_PAGE_SIZE - 1) / HAK_PAGE_SIZE, n = 0;
-  if (pages > sizeof vec) pages = sizeof vec;
   int saved = errno;
-  int rc = mincore((void *)p, pages * HAK_PAGE_SIZE, vec);
+  int rc = mincore((void *)p, size, vec);
   errno = saved;
-  if (rc != 0) return SIZE_MAX;
-  for (size_t i = 0; i < pages; i++) n += vec[i] & 1;
+  return rc == 0;
+}
+
+/* How many of the pages [from, to) of a residency vector are resident. */
+size_t hak_os_count_resident(const unsigned char *vec, size_t from, size_t to)
+{
+  size_t n = 0;
+  for (size_t i = from; i < to; i++) n += vec[i] & 1;
   return n;
 }
 

@@ -9,7 +9,8 @@ void  hak_os_unmap(void *p, size_t size);
 void  hak_os_purge(void *p, size_t size);             /* give pages back, keep range */
 void  hak_os_hugepage(void *p, size_t size);          /* prefer THP there */
 void  hak_os_populate(void *p, size_t size);          /* commit the pages now, writable */
-size_t hak_os_resident(const void *p, size_t size);   /* pages resident, SIZE_MAX if unknown */
+bool  hak_os_residency(const void *p, size_t size, unsigned char *vec); /* mincore: bit 0 of vec[i], page i resident */
+size_t hak_os_count_resident(const unsigned char *vec, size_t from, size_t to);  /* of pages [from, to) */
 void  hak_os_protect(void *p, size_t size, bool access); /* read+write, or no access */
 bool  hak_os_grow_in_place(void *p, size_t old, size_t new_size);
 bool  hak_os_move(void *from, size_t size, void *dst);  /* page tables only */

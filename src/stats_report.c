@@ -8,11 +8,11 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "stats_report.h"
 #include "fmt.h"
+#include "os.h"
 #include "size_class.h"
 #include "options.h"
 #include "stats.h"
@@ -384,25 +384,18 @@ typedef struct {
 #define UNIT_PAGES (HAK_UNIT_SIZE / HAK_PAGE_SIZE)
 #define HEADER_PAGES (HAK_SS_HEADER_SIZE / HAK_PAGE_SIZE)
 
-static uint64_t resident_pages(const unsigned char *vec, size_t from, size_t to)
-{
-  uint64_t n = 0;
-  for (size_t i = from; i < to; i++) n += vec[i] & 1;
-  return n;
-}
-
 static void ss_resident(hak_superslab_t *ss, void *ctx)
 {
   resident_t *r = ctx;
   unsigned char vec[SS_PAGES];
-  if (mincore(ss, HAK_SS_SIZE, vec) != 0) return;
-  uint64_t all = resident_pages(vec, 0, SS_PAGES);
+  if (!hak_os_residency(ss, HAK_SS_SIZE, vec)) return;
+  uint64_t all = hak_os_count_resident(vec, 0, SS_PAGES);
   r->pages += all;
   hak_heap_t *owner = atomic_load_explicit(&ss->owner, memory_order_relaxed);
   if (owner == NULL) r->unowned += all;
   for (size_t i = 0; owner != NULL && i < r->nparked; i++)
     if (r->parked_heaps[i] == owner) r->parked += all;
-  r->header += resident_pages(vec, 0, HEADER_PAGES);
+  r->header += hak_os_count_resident(vec, 0, HEADER_PAGES);
   for (unsigned u = 0; u < HAK_UNITS;) {
     size_t from = u == 0 ? HEADER_PAGES : (size_t)u * UNIT_PAGES;
     hak_slab_t *s = &ss->slabs[u];
@@ -410,7 +403,7 @@ static void ss_resident(hak_superslab_t *ss, void *ctx)
     size_t c = atomic_load_explicit(&s->stat_cls, memory_order_relaxed);
     unsigned span = used != 0 && c < HAK_NUM_CLASSES ? hak_class_span(c) : 1;
     if (span > HAK_UNITS - u) span = HAK_UNITS - u;
-    uint64_t n = resident_pages(vec, from, (size_t)(u + span) * UNIT_PAGES);
+    uint64_t n = hak_os_count_resident(vec, from, (size_t)(u + span) * UNIT_PAGES);
     if (span > 1 || (used != 0 && c < HAK_NUM_CLASSES)) {
       r->slab += n;
       r->blocks += (uint64_t)used * hak_class_size[c];
