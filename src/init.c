@@ -17,6 +17,7 @@
 #include "stats.h"
 #include "registry.h"
 #include "superslab.h"
+#include "arena.h"
 #include "heap.h"
 #include "prof.h"
 #include "prof_dump.h"
@@ -53,11 +54,13 @@ static void fork_prepare(void)
   hak_prof_before_fork();
   hak_heap_before_fork();
   hak_ss_before_fork();
+  hak_arena_before_fork();
   hak_registry_before_fork();
 }
 static void fork_parent(void)
 {
   hak_registry_after_fork(false);
+  hak_arena_after_fork(false);
   hak_ss_after_fork(false);
   hak_heap_after_fork(false);
   hak_prof_after_fork();
@@ -66,6 +69,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
   hak_registry_after_fork(true);
+  hak_arena_after_fork(true);
   hak_ss_after_fork(true);
   hak_heap_after_fork(true);
   hak_prof_after_fork();

@@ -1,6 +1,9 @@
 /* Large blocks (beyond the largest size class, or aligned beyond a page):
  * each has its own mapping, aligned to 2 MiB and covering whole 2 MiB
- * regions, so the registry maps every region it covers to its header.
+ * regions, so the registry maps every region it covers to its header;
+ * except, while the cache is warm, blocks of up to 8 MiB with the default
+ * alignment, which take runs of pages in the page arenas (arena.c; "arena
+ * blocks" below: their layout and what they trade).
  *
  * Layout of a mapping (E = map_size - GUARD):
  *   [0, PAGE)      the header (hak_large_t), always readable and writable;
@@ -83,6 +86,7 @@
 #include <string.h>
 
 #include "large.h"
+#include "arena.h"
 #include "os.h"
 #include "options.h"
 #include "canary.h"
@@ -158,7 +162,11 @@ static size_t large_region_tag_base(const hak_large_t *l)
   return (((uintptr_t)l >> HAK_SS_SHIFT) << 2) | HAK_TAG_LARGE;
 }
 
-static inline size_t large_end(const hak_large_t *l) { return l->map_size - GUARD; }
+/* The end of l's block area: the guard of its mapping, or its arena run's end. */
+static inline size_t large_end(const hak_large_t *l)
+{
+  return l->arena_pages != 0 ? (size_t)l->arena_pages * HAK_PAGE_SIZE : l->map_size - GUARD;
+}
 
 /* Committed pages of the block area (an estimate from above: pages in
  * [dirty_from, E) may be committed, pages below it are not). */
@@ -562,6 +570,12 @@ static hak_large_t *large_discard(hak_large_t *l)
  * entry keeps pages.  Cheap when nothing is due. */
 void hak_large_decay(void)
 {
+  /* The arenas' pass that leaves no idle page cools the cache like the
+   * cache's own pass that purges its last entry (large_cool). */
+  if (hak_arena_idle_bytes() != 0) {
+    uint64_t now = hak_os_now_ms();
+    if (hak_arena_decay(now, false) == 0) large_cool(now);
+  }
   uint64_t oldest = atomic_load_explicit(&cache_oldest_ms, memory_order_relaxed);
   if (atomic_load_explicit(&bank_bytes, memory_order_relaxed) != 0) (void)bank_decay(hak_os_now_ms(), false);
   if (oldest == 0) return;
@@ -608,6 +622,7 @@ void hak_large_trim(void)
   hak_large_t *held = atomic_exchange_explicit(&cold_held, NULL, memory_order_acq_rel);
   if (held != NULL) large_retire(held);
   (void)bank_decay(hak_os_now_ms(), true);
+  (void)hak_arena_decay(hak_os_now_ms(), true);
   hak_retire_flush();
 }
 
@@ -756,6 +771,89 @@ static size_t cache_bound(void)
   return bound < hak_opt.large_cache ? bound : hak_opt.large_cache;
 }
 
+/* The block of l, its header written, goes live and is counted.  The live
+ * total moves only here and in free (by the same amount), not on every
+ * realloc: a realloc loop must not write a shared line per call. */
+static void large_publish(hak_heap_t *h, hak_large_t *l)
+{
+  /* release: a reader that finds the block live sees its header written */
+  atomic_store_explicit(&l->live, 1, memory_order_release);
+  count_large(h, true, 1, l->usable);
+  l->live_counted = l->usable;
+  size_t live = atomic_fetch_add_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed) + l->live_counted;
+  atomic_fetch_add_explicit(&large_live_count, 1, memory_order_relaxed);
+  large_note_peak(live);
+}
+
+/* ------------------------------------------------------------ arena blocks */
+
+/* Arena blocks (arena.c): once the cache is warm (the program reuses large
+ * blocks), a block of up to HAK_ARENA_BLOCK_MAX with the default alignment
+ * takes a run of pages from the arenas: the header at its start, then the
+ * block, placed to end within 15 bytes of the run's end (those are canary
+ * bytes, large_tail).  The word before the canary word holds the header's address
+ * (hak_large_of finds the header from the block).  Pages freed by one
+ * block serve the next of any size: no system call, no page fault, nothing
+ * zeroed by the kernel while the program keeps reusing them; a free page
+ * idle for one to two purge delays goes back.  What the mappings give and
+ * arena blocks do not: no guard region after the block (an overflow past
+ * the canary bytes reaches the next run's header, found when that block is
+ * freed) and no huge pages; realloc beyond the run's free
+ * neighbours moves the block to a mapping (a copy).  Not in secure mode,
+ * whose protections work on whole mappings, nor while the cache is cold,
+ * whose freed blocks fault on any access. */
+static bool large_arena_fits(size_t size, size_t align, bool grow)
+{
+  return !grow && align <= HAK_MIN_ALIGN && size <= HAK_ARENA_BLOCK_MAX && hak_opt.large_arena &&
+         !hak_opt.secure && large_warm();
+}
+
+/* Where an arena block may start in its run: past the header, the header's
+ * address and the canary word (the block may share the header's page). */
+#define ARENA_BLOCK_MIN (hak_align_up(sizeof(hak_large_t), HAK_MIN_ALIGN) + 2 * sizeof(uintptr_t))
+
+static void *large_arena_alloc(hak_heap_t *h, size_t size, bool zero)
+{
+  size_t span = hak_align_up(size, HAK_MIN_ALIGN);
+  size_t pages = hak_align_up(ARENA_BLOCK_MIN + span, HAK_PAGE_SIZE) / HAK_PAGE_SIZE;
+  size_t end = pages * HAK_PAGE_SIZE, off = end - span;
+  hak_large_t *l = hak_arena_take(pages, zero ? off : 0, zero ? end : 0);
+  if (l == NULL) return NULL;
+  l->magic = HAK_LARGE_MAGIC;
+  l->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);
+  l->map_base = NULL;
+  l->map_size = 0;
+  l->dirty_from = 0;
+  l->freed_ms = 0;
+  l->probe_from = l->probe_to = 0;
+  l->arena_pages = (uint32_t)pages;
+  l->user = (char *)l + off;
+  l->usable = size;
+  ((uintptr_t *)l->user)[-2] = (uintptr_t)l;
+  ((uintptr_t *)l->user)[-1] = hak_canary_word(l->user);
+  large_write_tail(l);
+  large_publish(h, l);
+  return l->user;
+}
+
+/* Resize the arena block of l in its run: the tail pages go back to the
+ * arena, or the free pages after the run join it; NULL if they are not
+ * free (the caller moves the block). */
+static void *large_arena_resize(hak_heap_t *h, hak_large_t *l, size_t size)
+{
+  size_t off = (size_t)((char *)l->user - (char *)l);
+  if (size > HAK_ARENA_BLOCK_MAX) return NULL;
+  size_t pages = hak_align_up(off + size, HAK_PAGE_SIZE) / HAK_PAGE_SIZE;
+  if (pages > l->arena_pages && !hak_arena_extend(l, l->arena_pages, pages - l->arena_pages)) return NULL;
+  if (pages < l->arena_pages) hak_arena_give((char *)l + pages * HAK_PAGE_SIZE, l->arena_pages - pages, false);
+  l->arena_pages = (uint32_t)pages;
+  size_t usable = pages * HAK_PAGE_SIZE - off;  /* page-rounded: no canary bytes (large_tail) */
+  if (usable > l->usable) count_large(h, true, 0, usable - l->usable);
+  else if (usable < l->usable) count_large(h, false, 0, l->usable - usable);
+  l->usable = usable;
+  return l->user;
+}
+
 void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool grow)
 {
   /* Entries idle past the purge delay give their pages back before this
@@ -778,6 +876,10 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
    * (found by tests/fuzz/fuzz_api in the previous layout, where it lay outside
    * the mapping). */
   if (size == 0) size = 1;
+  if (large_arena_fits(size, align, grow)) {
+    void *p = large_arena_alloc(h, size, zero);
+    if (p != NULL) return p;
+  }
   size_t map_size = hak_align_up(off_min + size, HAK_SS_SIZE) + GUARD;
   size_t fresh_from;
   hak_large_t *l = large_map(map_size, align > HAK_SS_SIZE ? align : HAK_SS_SIZE, &fresh_from);
@@ -841,15 +943,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   large_write_tail(l);
   /* The holder may write all of it, and a huge page commits its region. */
   if (l->dirty_from > large_region_floor(below)) l->dirty_from = large_region_floor(below);
-  /* release: a reader that finds the block live sees its header written */
-  atomic_store_explicit(&l->live, 1, memory_order_release);
-  count_large(h, true, 1, l->usable);
-  /* The live total moves only here and in free (by the same amount), not on
-   * every realloc: a realloc loop must not write a shared line per call. */
-  l->live_counted = l->usable;
-  size_t live = atomic_fetch_add_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed) + l->live_counted;
-  atomic_fetch_add_explicit(&large_live_count, 1, memory_order_relaxed);
-  large_note_peak(live);
+  large_publish(h, l);
   /* The bound holds at every allocation too, not only at frees: the
    * pages cached below the peak give way as the live bytes climb back to
    * it (and at a new peak the cache keeps only what the bound without the
@@ -864,6 +958,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
 hak_large_t *hak_large_of(uintptr_t tag, const void *p)
 {
   hak_large_t *l = (hak_large_t *)((tag >> 2) << HAK_SS_SHIFT);
+  if (l->magic == HAK_ARENA_MAGIC && (l = hak_arena_header_of(l, p)) == NULL) return NULL;
   if (l->magic != HAK_LARGE_MAGIC || l->user != p) return NULL;
   return l;
 }
@@ -888,6 +983,21 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   if (hak_opt.stats && atomic_load_explicit(&h->id, memory_order_relaxed) != l->owner_id) {
     HAK_COUNT(h, remote_frees, 1);
     if (hak_opt.stats >= 2) hak_stats_count_remote(h, l->owner_id);
+  }
+  if (l->arena_pages != 0) {
+    /* Its run goes back whole, the header with it; the cache stays warm.
+     * Its pages stay for the next blocks while the arenas' idle pages and
+     * the cached mappings' stay within hak_opt.large_cache, and until they
+     * idle for the purge delay (hak_arena_decay); beyond it they go back
+     * now.  Not cache_bound's tighter bound: free pages between live runs
+     * are the arenas' working room, and a program that frees its big
+     * blocks at the end of a round of work allocates them again in the
+     * next (mstress at 4 threads refaulted 86 MB a second under it). */
+    size_t bytes = (size_t)l->arena_pages * HAK_PAGE_SIZE;
+    bool over = hak_large_cached_bytes() + bytes > hak_opt.large_cache;
+    atomic_store_explicit(&cache_put_ms, hak_os_now_ms(), memory_order_relaxed);
+    hak_arena_give(l, l->arena_pages, over);
+    return NULL;
   }
   if (!large_warm()) return large_discard(l);
   size_t cached = atomic_load_explicit(&cache_bytes, memory_order_relaxed);
@@ -932,10 +1042,15 @@ uint64_t hak_large_next_due(void)
   uint64_t oldest = atomic_load_explicit(&cache_oldest_ms, memory_order_relaxed);
   uint64_t due = oldest == 0 ? 0 : oldest + hak_opt.purge_delay_ms;
   uint64_t bank = bank_decay(hak_os_now_ms(), false);
-  return due == 0 || (bank != 0 && bank < due) ? bank : due;
+  if (due == 0 || (bank != 0 && bank < due)) due = bank;
+  uint64_t arena = hak_arena_next_due();
+  return due == 0 || (arena != 0 && arena < due) ? arena : due;
 }
 
-size_t hak_large_cached_bytes(void) { return atomic_load_explicit(&cache_bytes, memory_order_relaxed); }
+size_t hak_large_cached_bytes(void)
+{
+  return atomic_load_explicit(&cache_bytes, memory_order_relaxed) + hak_arena_idle_bytes();
+}
 
 size_t hak_large_live(size_t *count)
 {
@@ -955,6 +1070,7 @@ void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size)
 {
   large_check_canary(l);
   large_check_tail(l);
+  if (l->arena_pages != 0) return large_arena_resize(h, l, size);
   size_t off = (size_t)((char *)l->user - (char *)l);
   if (size > HAK_MAX_ALLOC - GUARD - off) return NULL;
   if (off + size > large_end(l)) {

@@ -52,8 +52,12 @@
   X(large_cache, "HAKMEM_LARGE_CACHE_KB", "KiB", 10, 65536, 0, 1073741824,                                 \
     "committed pages of freed large mappings kept for reuse (16 mappings at most, registered; above a "   \
     "quarter of this, at most half the large bytes still live or, with the purge thread, what they "     \
-    "leave of their peak over the last second); pages idle past the purge delay are "                    \
-    "given back")                                                                                        \
+    "leave of their peak over the last second); with the page arenas, their free pages count too, up "   \
+    "to all of this; pages idle past the purge delay are given back")                                    \
+  X(large_arena, "HAKMEM_LARGE_ARENA", "", 0, 1, 0, 1,                                                      \
+    "`1`: once the program reuses large blocks (a large block freed, then another allocated), those up "  \
+    "to 8 MiB come from shared page arenas, split and merged by the page, so freed pages serve the next " \
+    "blocks of any size without a system call; `0`: every large block has its own mapping")               \
   X(prof, "HAKMEM_PROF", "", 0, 0, 0, 1,                                                                   \
     "`1`: the sampling heap profiler (docs/profiler.md): call stacks of sampled blocks, written at exit " \
     "in the heap-profile format of `google-pprof` to `HAKMEM_PROF_FILE`, and the remote frees per "      \

@@ -216,6 +216,7 @@ typedef struct hak_options {
   uint32_t retire_batch;     /* HAKMEM_RETIRE_BATCH: regions per grace period */
   uint32_t ss_cache;         /* HAKMEM_SS_CACHE: empty SuperSlabs kept for any heap */
   size_t large_cache;        /* HAKMEM_LARGE_CACHE_KB: freed large mappings kept */
+  uint8_t large_arena;       /* HAKMEM_LARGE_ARENA: large blocks up to 8 MiB in page arenas (arena.c) */
   uint8_t prof;              /* HAKMEM_PROF: the sampling heap profiler (prof.c) */
   uint8_t prof_leaks;        /* HAKMEM_PROF_LEAKS: live sampled sites at exit */
   uint8_t prof_signal;       /* HAKMEM_PROF_SIGNAL: the signal that writes a profile */
@@ -433,7 +434,10 @@ typedef struct hak_handoff {
  * between the header page and it read as zero (never touched since mapped
  * or purged).  [probe_from, probe_to): the pages of the first 2 MiB region
  * that held nothing when the block was allocated and were left to fault in
- * (large.c's fill probe; equal: none), written with the block's header. */
+ * (large.c's fill probe; equal: none), written with the block's header.
+ * A block in an arena run (arena_pages != 0) has the header in the run's
+ * first page, no mapping (map_base NULL) and no cache life: freed, the run
+ * goes back to its arena (arena.c), and the header with it. */
 typedef struct hak_large {
   uint64_t magic;
   _Atomic(uint32_t) live;     /* 1 while allocated; the freeing CAS makes it 0 */
@@ -446,6 +450,7 @@ typedef struct hak_large {
   size_t live_counted;        /* what its allocation added to large.c's live total */
   uint64_t freed_ms;          /* when it went to the cache */
   uint32_t probe_from, probe_to;
+  uint32_t arena_pages;       /* a block in an arena run of this many pages (arena.c); 0: its own mapping */
   hak_retired_t retired;
 } hak_large_t;
 

@@ -192,6 +192,13 @@ static void *ballast_take(void) {
  * so the tests of the cache's reuse, bound and decay run on a warm cache,
  * still empty: the discarded mapping is not in it.  With HAKMEM_SECURE=1
  * the cache is always warm: the block would be cached, so none is freed. */
+/* Large blocks up to 8 MiB come from the page arenas once the cache is warm
+ * (HAKMEM_LARGE_ARENA, on unless set to 0; never in secure mode). */
+static bool arena_on(void) {
+  const char *e = getenv("HAKMEM_LARGE_ARENA");
+  return !(e != NULL && strcmp(e, "0") == 0) && !ts_env_flag("HAKMEM_SECURE");
+}
+
 static void collect_warm(void) {
   hak_collect();
   if (ts_env_flag("HAKMEM_SECURE")) return;
@@ -1022,6 +1029,33 @@ static void misuse_double_free_retired(void) {
 }
 
 
+/* The same misuses on arena blocks (after a warm-up: src/arena.c). */
+static void misuse_arena_double_free(void) {
+  warm_up();
+  free_twice(hak_malloc(2 * MiB), 2 * MiB);
+}
+static void misuse_arena_interior(void) {
+  warm_up();
+  char *p = hak_malloc(2 * MiB);
+  memset(p, 1, 8192);
+  hak_free(p + 4096);
+  after_misuse();
+}
+static void misuse_arena_underflow(void) {
+  warm_up();
+  char *p = hak_malloc(1 * MiB);
+  p[-1] = 0x41;
+  hak_free(p);
+  after_misuse();
+}
+static void misuse_arena_overflow(void) {
+  warm_up();
+  char *p = hak_malloc(1 * MiB + 5);
+  memset(p, 'x', 1 * MiB + 6);
+  hak_free(p);
+  after_misuse();
+}
+
 static const ts_misuse cases[] = {
     {"double_free", misuse_double_free, NULL},
     {"double_free_reused", misuse_double_free_reused, NULL},
@@ -1033,6 +1067,10 @@ static const ts_misuse cases[] = {
     {"overflow", misuse_overflow, NULL},
     {"overflow_realloc", misuse_overflow_realloc, NULL},
     {"double_free_retired", misuse_double_free_retired, NULL},
+    {"arena_double_free", misuse_arena_double_free, NULL},
+    {"arena_interior", misuse_arena_interior, NULL},
+    {"arena_underflow", misuse_arena_underflow, NULL},
+    {"arena_overflow", misuse_arena_overflow, NULL},
 };
 
 /* ---------------------------------------------------------------- */
@@ -1048,6 +1086,7 @@ static const ts_misuse cases[] = {
 static void test_spare_keep(void) {
   ts_check_begin("a reused large mapping keeps spare pages up to 256 KiB below its block");
   if (ts_env_flag("HAKMEM_SECURE")) { printf("   skipped: secure mode zeroes reused blocks\n"); return; }
+  if (arena_on()) { printf("   skipped: blocks this size come from the arenas (unit_large_mappings runs it)\n"); return; }
   const size_t big = 1280000, mid = 1024000, small = 320000;
   collect_warm();
   unsigned char *a = hak_malloc(big);
@@ -1144,6 +1183,147 @@ static void test_fill(void) {
   hak_collect();
 }
 
+/* ---------------------------------------------------------------- */
+/* Arena blocks (src/arena.c): a freed block's pages serve the next blocks of
+ * any size, split and merged by the page, without page faults. */
+
+/* Begin an arena section: false (skipped) with the arenas off; else the
+ * cache is made warm, so the section's blocks come from the arenas. */
+static bool arena_begin(const char *title) {
+  ts_check_begin(title);
+  if (!arena_on()) {
+    printf("   skipped: the arenas are off\n");
+    return false;
+  }
+  collect_warm();
+  return true;
+}
+
+/* A block of n bytes, every byte set to c. */
+static unsigned char *written(size_t n, int c) {
+  unsigned char *p = hak_malloc(n);
+  REQUIRE(p != NULL, "hak_malloc(%zu)", n);
+  memset(p, c, n);
+  return p;
+}
+
+/* Once warm: a written 1 MiB block freed, then 1 MiB again gets the same
+ * address with every page resident before any write; a freed 4 MiB run
+ * holds a 1.5 and a 2 MiB block at once (split), and once both are freed,
+ * a 4 MiB block at the first one's address again (merged); calloc there
+ * reads zero although the pages held 0xAB, and calloc of fresh arena pages
+ * commits none of them. */
+static void test_arena_reuse(void) {
+  if (!arena_begin("arena: freed pages serve the next blocks of any size, split and merged")) return;
+  unsigned char *a = written(1 * MiB, 0xAB);
+  hak_free(a);
+  unsigned char *b = hak_malloc(1 * MiB);
+  REQUIRE(b != NULL, "hak_malloc(1 MiB)");
+  CHECK(b == a, "1 MiB after a 1 MiB free: %p, the freed block was %p", (void *)b, (void *)a);
+  CHECK(resident_bytes(b, 1 * MiB) == 1 * MiB, "the reused block has %zu KiB of 1024 resident before any write",
+        resident_bytes(b, 1 * MiB) / KiB);
+  hak_free(b);
+  unsigned char *big = written(4 * MiB, 0xAB);
+  hak_free(big);
+  unsigned char *c = hak_malloc(3 * MiB / 2), *d = hak_malloc(2 * MiB);
+  REQUIRE(c != NULL && d != NULL, "hak_malloc(1.5 MiB), hak_malloc(2 MiB)");
+  CHECK(c >= big - 8 * KiB && c + 3 * MiB / 2 <= big + 4 * MiB && d >= big - 8 * KiB && d + 2 * MiB <= big + 4 * MiB,
+        "a freed 4 MiB block at %p: 1.5 and 2 MiB blocks at %p and %p, not both within its pages", (void *)big,
+        (void *)c, (void *)d);
+  CHECK(resident_bytes(c, 3 * MiB / 2) == 3 * MiB / 2 && resident_bytes(d, 2 * MiB) == 2 * MiB,
+        "split blocks: %zu and %zu KiB resident before any write", resident_bytes(c, 3 * MiB / 2) / KiB,
+        resident_bytes(d, 2 * MiB) / KiB);
+  hak_free(c);
+  hak_free(d);
+  unsigned char *z = hak_calloc(1, 4 * MiB);
+  REQUIRE(z != NULL, "hak_calloc(1, 4 MiB)");
+  CHECK(z == big, "4 MiB after its two parts were freed: %p, the first 4 MiB block was %p (not merged)", (void *)z,
+        (void *)big);
+  size_t nonzero = 0;
+  for (size_t i = 0; i < 4 * MiB; i++) nonzero += z[i] != 0;
+  CHECK(nonzero == 0, "calloc(4 MiB) over pages that held 0xAB: %zu bytes not zero", nonzero);
+  unsigned char *fresh = hak_calloc(1, 6 * MiB);
+  REQUIRE(fresh != NULL, "hak_calloc(1, 6 MiB)");
+  CHECK(resident_bytes(fresh, 6 * MiB) <= 64 * KiB, "calloc(6 MiB) of fresh arena pages: %zu KiB resident "
+        "before any write (calloc must not commit)", resident_bytes(fresh, 6 * MiB) / KiB);
+  hak_free(fresh);
+  hak_free(z);
+  hak_collect();
+}
+
+/* A freed written block's pages go back once idle past the purge delay
+ * (the next small refills run the decay): large_cached_bytes drops to 0 and
+ * none of its pages is resident (and the cache turns cold, as when its
+ * last mapping is purged); hak_collect gives them back at once. */
+static void test_arena_decay(void) {
+  if (!arena_begin("arena: idle free pages go back after the purge delay, and at hak_collect")) return;
+  unsigned char *a = written(2 * MiB, 0x5A);
+  hak_free(a);
+  CHECK(ts_stats_now().large_cached_bytes >= 2 * MiB, "a freed 2 MiB arena block: %llu bytes cached",
+        ull(ts_stats_now().large_cached_bytes));
+  wait_purge_delay_then_refill(ts_now_ms());
+  CHECK(ts_stats_now().large_cached_bytes == 0, "idle past the purge delay: %llu bytes still cached",
+        ull(ts_stats_now().large_cached_bytes));
+  CHECK(resident_bytes(a, 2 * MiB) == 0, "idle past the purge delay: %zu KiB of the freed block resident",
+        resident_bytes(a, 2 * MiB) / KiB);
+  collect_warm();  /* idle, the cache went cold: its next blocks would be mappings */
+  unsigned char *b = written(2 * MiB, 0x5B);
+  hak_free(b);
+  hak_collect();
+  CHECK(resident_bytes(b, 2 * MiB) == 0 && ts_stats_now().large_cached_bytes == 0,
+        "after hak_collect: %zu KiB of a freed block resident, %llu bytes cached", resident_bytes(b, 2 * MiB) / KiB,
+        ull(ts_stats_now().large_cached_bytes));
+}
+
+/* realloc of an arena block: grows in place into free pages after its run,
+ * shrinks in place (its tail pages then serve another block), and moves
+ * when the pages after it are taken; the contents are kept every time. */
+static void test_arena_realloc(void) {
+  if (!arena_begin("arena: realloc grows and shrinks in place, moves when it must, keeps the contents")) return;
+  const uint64_t seed = 0xA7E4A;
+  unsigned char *p = hak_malloc(1 * MiB);
+  REQUIRE(p != NULL, "hak_malloc(1 MiB)");
+  pat_fill(p, 0, 1 * MiB, seed);
+  unsigned char *q = hak_realloc(p, 3 * MiB);
+  REQUIRE(q != NULL, "hak_realloc(1 -> 3 MiB)");
+  CHECK(q == p, "1 -> 3 MiB with free pages after the run: moved from %p to %p", (void *)p, (void *)q);
+  CHECK(pat_verify(q, 0, 1 * MiB, seed) == 1 * MiB, "1 -> 3 MiB: contents changed");
+  CHECK(hak_malloc_usable_size(q) >= 3 * MiB, "usable size %zu after growth to 3 MiB", hak_malloc_usable_size(q));
+  unsigned char *r = hak_realloc(q, 1 * MiB);
+  CHECK(r == q, "3 -> 1 MiB: moved from %p to %p", (void *)q, (void *)r);
+  CHECK(pat_verify(r, 0, 1 * MiB, seed) == 1 * MiB, "3 -> 1 MiB: contents changed");
+  unsigned char *t = hak_malloc(1 * MiB);
+  REQUIRE(t != NULL, "hak_malloc(1 MiB)");
+  CHECK(t > r && t < r + 3 * MiB, "1 MiB after a 3 -> 1 MiB shrink at %p: at %p, not in the freed tail", (void *)r,
+        (void *)t);
+  unsigned char *u = hak_realloc(r, 2 * MiB);
+  REQUIRE(u != NULL, "hak_realloc(1 -> 2 MiB)");
+  CHECK(u != r, "1 -> 2 MiB with the pages after it taken: stayed at %p", (void *)r);
+  CHECK(pat_verify(u, 0, 1 * MiB, seed) == 1 * MiB, "1 -> 2 MiB moved: contents changed");
+  hak_free(t);
+  hak_free(u);
+  hak_collect();
+}
+
+/* Freed arena pages kept idle stay within HAKMEM_LARGE_CACHE_KB (64 MiB):
+ * twelve written 8 MiB blocks freed leave at most that much cached. */
+static void test_arena_bound(void) {
+  if (!arena_begin("arena: idle pages stay within HAKMEM_LARGE_CACHE_KB")) return;
+  enum { MANY = 12 };
+  unsigned char *p[MANY];
+  for (int i = 0; i < MANY; i++) p[i] = written(8 * MiB, 0x11);
+  for (int i = 0; i < MANY; i++) hak_free(p[i]);
+  const char *env = getenv("HAKMEM_LARGE_CACHE_KB");
+  size_t cap = (env != NULL && *env ? (size_t)strtoull(env, NULL, 10) : 65536) * KiB;
+  hak_stats_t s = ts_stats_now();
+  CHECK(s.large_cached_bytes <= cap, "%d written 8 MiB blocks freed: %llu bytes cached, above "
+        "HAKMEM_LARGE_CACHE_KB (%zu)", MANY, ull(s.large_cached_bytes), cap);
+  size_t res = 0;
+  for (int i = 0; i < MANY; i++) res += resident_bytes(p[i], 8 * MiB);
+  CHECK(res <= cap + MANY * 4 * KiB, "%d written 8 MiB blocks freed: %zu KiB resident", MANY, res / KiB);
+  hak_collect();
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   pat_init();
@@ -1180,6 +1360,10 @@ int main(int argc, char **argv) {
   test_stats();
   test_spare_keep();
   test_fill();
+  test_arena_reuse();
+  test_arena_decay();
+  test_arena_realloc();
+  test_arena_bound();
   ts_check_begin("everything freed");
   hak_stats_t end = ts_stats_now();
   CHECK(end.live_bytes == start.live_bytes, "live_bytes %llu at the end, %llu at the start",

@@ -1,0 +1,345 @@
+/* Page arenas: the pages of large blocks up to HAK_ARENA_BLOCK_MAX, split
+ * and merged by the page, so that a freed block's pages serve the next
+ * blocks of any size without a system call, a page fault or the kernel
+ * zeroing them again.
+ *
+ * An arena is ARENA_SIZE of address space, aligned to its size (the arena
+ * of a page is its address rounded down) and registered whole with the
+ * large tag (registry.c): its header, at its base, has the magic where a
+ * large mapping's header has its own, so hak_large_of tells them apart.
+ * After the header come ARENA_PAGES pages, handed out as runs: first fit in
+ * address order, so the low pages are reused and the high ones stay
+ * untouched.  A run holds one large block (large.c): its header, then the
+ * block.  Arenas are never unmapped; their free pages go back to the
+ * OS in decay passes (hak_arena_decay): the free pages of a group of 64
+ * (256 KiB) in which no page was freed for the purge delay, so pages a
+ * program reuses within the delay are never refaulted.
+ *
+ * Invariants (all fields under arena_lock, written only here):
+ *   free     bit i set: page i belongs to no run (never set past ARENA_PAGES);
+ *   dirty    bit i clear: page i holds no memory (never touched, or purged);
+ *            set: it may (a run taken marks all its pages dirty);
+ *   freed_ms when a page of the group of word w was last freed;
+ *   purging  pages a pass took out of free to purge outside the lock: they
+ *            are in no run, free again (and clean) when the pass ends;
+ *   idle     popcount(free & dirty), summed in arena_idle_pages;
+ *   arena_due_ms  the earliest freed_ms + delay of a group with idle
+ *            pages (0: none), when the next pass has work.
+ * A mutex, not lock-free: large blocks are allocated hundreds of times less
+ * often than small ones, and each holds it for a bitmap scan. */
+#include <pthread.h>
+#include <string.h>
+
+#include "arena.h"
+#include "options.h"
+#include "os.h"
+#include "registry.h"
+#include "stats.h"
+
+#define ARENA_SIZE ((size_t)64 << 20)
+#define ARENA_META ((size_t)16 << 10)  /* the header's pages */
+#define ARENA_PAGES ((ARENA_SIZE - ARENA_META) / HAK_PAGE_SIZE)
+#define ARENA_WORDS ((ARENA_PAGES + 63) / 64)
+#define RUN_MAX_PAGES (HAK_ARENA_BLOCK_MAX / HAK_PAGE_SIZE + 2)  /* a block, its header page, rounding */
+
+typedef struct hak_arena {
+  uint64_t magic;  /* HAK_ARENA_MAGIC; first, like hak_large_t's */
+  struct hak_arena *next;
+  char *data;      /* page 0 */
+  size_t idle;
+  uint64_t free[ARENA_WORDS], dirty[ARENA_WORDS], purging[ARENA_WORDS], freed_ms[ARENA_WORDS];
+} hak_arena_t;
+
+_Static_assert(sizeof(hak_arena_t) <= ARENA_META, "the arena header fits its pages");
+
+static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_arena_t *arena_first, *arena_last;   /* under arena_lock, oldest first */
+static bool arena_decaying;                     /* under arena_lock: a pass is purging */
+static _Atomic(size_t) arena_idle_pages;        /* relaxed: a hint outside the lock */
+static _Atomic(uint64_t) arena_due_ms;          /* written under the lock; relaxed reads: a hint */
+
+/* ---------------------------------------------------------------- bitmaps */
+
+static inline uint64_t bits_mask(size_t bit, size_t n)
+{
+  return (n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1) << bit;
+}
+
+/* Set or clear bits [from, from + n) of m. */
+static void bits_put(uint64_t *m, size_t from, size_t n, bool set)
+{
+  while (n != 0) {
+    size_t b = from % 64, k = 64 - b < n ? 64 - b : n;
+    uint64_t mask = bits_mask(b, k);
+    if (set) m[from / 64] |= mask;
+    else m[from / 64] &= ~mask;
+    from += k;
+    n -= k;
+  }
+}
+
+static bool bits_all(const uint64_t *m, size_t from, size_t n)
+{
+  while (n != 0) {
+    size_t b = from % 64, k = 64 - b < n ? 64 - b : n;
+    uint64_t mask = bits_mask(b, k);
+    if ((m[from / 64] & mask) != mask) return false;
+    from += k;
+    n -= k;
+  }
+  return true;
+}
+
+/* The first run of n free pages of a, or -1. */
+static long run_find(const hak_arena_t *a, size_t n)
+{
+  size_t run = 0, start = 0;
+  for (size_t w = 0; w < ARENA_WORDS; w++) {
+    uint64_t f = a->free[w];
+    if (f == ~(uint64_t)0) {
+      if (run == 0) start = w * 64;
+      if ((run += 64) >= n) return (long)start;
+      continue;
+    }
+    if (f == 0) { run = 0; continue; }
+    for (unsigned b = 0; b < 64;) {
+      uint64_t rest = f >> b;
+      if (rest & 1) {
+        unsigned len = (unsigned)__builtin_ctzll(~rest);  /* the free pages from b */
+        if (run == 0) start = w * 64 + b;
+        if ((run += len) >= n) return (long)start;
+        b += len;   /* a run that reaches bit 63 goes on in the next word */
+      } else {
+        run = 0;
+        b = rest == 0 ? 64 : b + (unsigned)__builtin_ctzll(rest);
+      }
+    }
+  }
+  return -1;
+}
+
+static size_t arena_count_idle(const hak_arena_t *a)
+{
+  size_t n = 0;
+  for (size_t w = 0; w < ARENA_WORDS; w++) n += (size_t)__builtin_popcountll(a->free[w] & a->dirty[w]);
+  return n;
+}
+
+/* After a change to a's bits (under the lock). */
+static void arena_recount(hak_arena_t *a)
+{
+  size_t idle = arena_count_idle(a);
+  atomic_store_explicit(&arena_idle_pages, atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) - a->idle + idle,
+                        memory_order_relaxed);
+  a->idle = idle;
+}
+
+/* ----------------------------------------------------------------- arenas */
+
+static inline hak_arena_t *arena_of(const void *p)
+{
+  return (hak_arena_t *)((uintptr_t)p & ~(uintptr_t)(ARENA_SIZE - 1));
+}
+
+static inline size_t page_index(const hak_arena_t *a, const void *p)
+{
+  return (size_t)((const char *)p - a->data) / HAK_PAGE_SIZE;
+}
+
+/* A new arena, registered and linked (under the lock), or NULL. */
+static hak_arena_t *arena_new(void)
+{
+  hak_arena_t *a = hak_os_map_aligned(ARENA_SIZE, ARENA_SIZE);
+  if (a == NULL) return NULL;
+  if (!hak_map_set_range(a, ARENA_SIZE, (((uintptr_t)a >> HAK_SS_SHIFT) << 2) | HAK_TAG_LARGE)) {
+    hak_os_unmap(a, ARENA_SIZE);
+    return NULL;
+  }
+  a->magic = HAK_ARENA_MAGIC;
+  a->data = (char *)a + ARENA_META;
+  bits_put(a->free, 0, ARENA_PAGES, true);
+  if (arena_last != NULL) arena_last->next = a;
+  else arena_first = a;
+  arena_last = a;
+  hak_gcount(&hak_gstats.mapped_bytes, ARENA_SIZE);
+  return a;
+}
+
+void *hak_arena_take(size_t pages, size_t zero_from, size_t zero_to)
+{
+  if (pages == 0 || pages > RUN_MAX_PAGES) return NULL;
+  uint64_t was_dirty[(RUN_MAX_PAGES + 63) / 64] = { 0 };
+  pthread_mutex_lock(&arena_lock);
+  hak_arena_t *a;
+  long at = -1;
+  for (a = arena_first; a != NULL; a = a->next)
+    if ((at = run_find(a, pages)) >= 0) break;
+  if (a == NULL && (a = arena_new()) != NULL) at = run_find(a, pages);
+  if (a == NULL || at < 0) {
+    pthread_mutex_unlock(&arena_lock);
+    return NULL;
+  }
+  size_t i = (size_t)at;
+  if (zero_to > zero_from)
+    for (size_t k = 0; k < pages; k++)
+      if (a->dirty[(i + k) / 64] >> ((i + k) % 64) & 1) was_dirty[k / 64] |= (uint64_t)1 << (k % 64);
+  bits_put(a->free, i, pages, false);
+  bits_put(a->dirty, i, pages, true);
+  arena_recount(a);
+  pthread_mutex_unlock(&arena_lock);
+  char *run = a->data + i * HAK_PAGE_SIZE;
+  /* The pages that may hold old data, within [zero_from, zero_to): ours now. */
+  for (size_t k = zero_from / HAK_PAGE_SIZE; zero_to > zero_from && k * HAK_PAGE_SIZE < zero_to; k++) {
+    if (!(was_dirty[k / 64] >> (k % 64) & 1)) continue;
+    size_t from = k * HAK_PAGE_SIZE > zero_from ? k * HAK_PAGE_SIZE : zero_from;
+    size_t to = (k + 1) * HAK_PAGE_SIZE < zero_to ? (k + 1) * HAK_PAGE_SIZE : zero_to;
+    memset(run + from, 0, to - from);
+  }
+  return run;
+}
+
+void hak_arena_give(void *run, size_t pages, bool purge)
+{
+  hak_arena_t *a = arena_of(run);
+  bool was_idle = atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) != 0;
+  if (purge) {
+    hak_os_purge(run, pages * HAK_PAGE_SIZE);  /* still ours: in no run, not free */
+    hak_gcount(&hak_gstats.purged_bytes, pages * HAK_PAGE_SIZE);
+  }
+  uint64_t now = hak_os_now_ms();
+  size_t i = page_index(a, run);
+  pthread_mutex_lock(&arena_lock);
+  bits_put(a->free, i, pages, true);
+  if (purge) bits_put(a->dirty, i, pages, false);
+  for (size_t w = i / 64; !purge && w <= (i + pages - 1) / 64; w++) a->freed_ms[w] = now;
+  if (!purge && atomic_load_explicit(&arena_due_ms, memory_order_relaxed) == 0)
+    atomic_store_explicit(&arena_due_ms, now + hak_opt.purge_delay_ms, memory_order_relaxed);
+  arena_recount(a);
+  pthread_mutex_unlock(&arena_lock);
+  if (!was_idle && !purge) hak_os_bell_ring();  /* the purger gives them back if they stay unused */
+}
+
+bool hak_arena_extend(void *run, size_t pages, size_t more)
+{
+  hak_arena_t *a = arena_of(run);
+  size_t i = page_index(a, run) + pages;
+  if (i + more > ARENA_PAGES || pages + more > RUN_MAX_PAGES) return false;
+  pthread_mutex_lock(&arena_lock);
+  bool ok = bits_all(a->free, i, more);
+  if (ok) {
+    bits_put(a->free, i, more, false);
+    bits_put(a->dirty, i, more, true);
+    arena_recount(a);
+  }
+  pthread_mutex_unlock(&arena_lock);
+  return ok;
+}
+
+void *hak_arena_header_of(const void *base, const void *p)
+{
+  const hak_arena_t *a = base;
+  uintptr_t q = (uintptr_t)p;
+  if (q < (uintptr_t)a->data + 2 * sizeof(uintptr_t) || (q & (HAK_MIN_ALIGN - 1)) != 0) return NULL;
+  uintptr_t h = ((const uintptr_t *)p)[-2];
+  if (h < (uintptr_t)a->data || h >= q || (h & (HAK_PAGE_SIZE - 1)) != 0) return NULL;
+  return (void *)h;
+}
+
+/* ------------------------------------------------------------------ decay */
+
+/* Purge the runs of a->purging (outside the lock: no run holds them). */
+static void arena_purge_claimed(hak_arena_t *a)
+{
+  for (size_t w = 0; w < ARENA_WORDS; w++) {
+    uint64_t c = a->purging[w];
+    while (c != 0) {
+      unsigned b = (unsigned)__builtin_ctzll(c);
+      uint64_t past = ~(c >> b);  /* zero bits: the run from b */
+      unsigned len = past == 0 ? 64 : (unsigned)__builtin_ctzll(past);
+      hak_os_purge(a->data + (w * 64 + b) * HAK_PAGE_SIZE, (size_t)len * HAK_PAGE_SIZE);
+      hak_gcount(&hak_gstats.purged_bytes, (size_t)len * HAK_PAGE_SIZE);
+      c &= ~bits_mask(b, len);
+    }
+  }
+}
+
+uint64_t hak_arena_decay(uint64_t now, bool force)
+{
+  if (atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) == 0) return 0;
+  uint64_t due = atomic_load_explicit(&arena_due_ms, memory_order_relaxed);
+  if (!force && now < due) return due;
+  pthread_mutex_lock(&arena_lock);
+  if (arena_decaying) {
+    pthread_mutex_unlock(&arena_lock);
+    return now + 1;
+  }
+  size_t claimed = 0;
+  for (hak_arena_t *a = arena_first; a != NULL; a = a->next) {
+    for (size_t w = 0; w < ARENA_WORDS; w++) {
+      uint64_t c = a->free[w] & a->dirty[w];
+      if (c == 0 || (!force && now - a->freed_ms[w] < hak_opt.purge_delay_ms)) continue;
+      a->purging[w] = c;
+      a->free[w] &= ~c;
+      claimed += (size_t)__builtin_popcountll(c);
+    }
+  }
+  arena_decaying = claimed != 0;
+  hak_arena_t *last = arena_last;
+  pthread_mutex_unlock(&arena_lock);
+  /* arena_decaying keeps the purging bits ours; arenas are only appended,
+   * so the links up to `last` were written before it was read. */
+  for (hak_arena_t *a = arena_first; claimed != 0; a = a->next) {
+    arena_purge_claimed(a);
+    if (a == last) break;
+  }
+  pthread_mutex_lock(&arena_lock);
+  uint64_t next = 0;
+  for (hak_arena_t *a = arena_first; a != NULL; a = a->next) {
+    for (size_t w = 0; w < ARENA_WORDS; w++) {
+      a->free[w] |= a->purging[w];
+      a->dirty[w] &= ~a->purging[w];
+      a->purging[w] = 0;
+      uint64_t at = a->freed_ms[w] + hak_opt.purge_delay_ms;
+      if ((a->free[w] & a->dirty[w]) != 0 && (next == 0 || at < next)) next = at;
+    }
+    arena_recount(a);
+  }
+  arena_decaying = false;
+  atomic_store_explicit(&arena_due_ms, next, memory_order_relaxed);
+  pthread_mutex_unlock(&arena_lock);
+  return next;
+}
+
+uint64_t hak_arena_next_due(void)
+{
+  if (atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) == 0) return 0;
+  return atomic_load_explicit(&arena_due_ms, memory_order_relaxed);
+}
+
+size_t hak_arena_idle_bytes(void)
+{
+  return atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) * HAK_PAGE_SIZE;
+}
+
+/* ------------------------------------------------------------------- fork */
+
+void hak_arena_before_fork(void) { pthread_mutex_lock(&arena_lock); }
+
+/* In the child a pass that was purging is gone: its pages are free again
+ * (still counted dirty: they may not have been purged). */
+void hak_arena_after_fork(bool child)
+{
+  if (!child) {
+    pthread_mutex_unlock(&arena_lock);
+    return;
+  }
+  pthread_mutex_init(&arena_lock, NULL);
+  for (hak_arena_t *a = arena_first; a != NULL && arena_decaying; a = a->next) {
+    for (size_t w = 0; w < ARENA_WORDS; w++) {
+      a->free[w] |= a->purging[w];
+      a->purging[w] = 0;
+    }
+    arena_recount(a);
+  }
+  arena_decaying = false;
+}
