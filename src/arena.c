@@ -10,10 +10,13 @@
  * After the header come ARENA_PAGES pages, handed out as runs: first fit in
  * address order, so the low pages are reused and the high ones stay
  * untouched.  A run holds one large block (large.c): its header, then the
- * block.  Arenas are never unmapped; their free pages go back to the
- * OS in decay passes (hak_arena_decay): the free pages of a group of 64
- * (256 KiB) in which no page was freed for the purge delay, so pages a
- * program reuses within the delay are never refaulted.
+ * block.  Past its first 2 MiB region (the header's, 4 KiB pages) an arena
+ * has transparent huge pages: fresh pages fault in 2 MiB at a time.
+ * Arenas are never unmapped; their free pages go back to the OS in decay
+ * passes (hak_arena_decay, arena_claim): a huge page once all of it is
+ * free and no page of it was freed for the purge delay (in the first
+ * region, a group of 64 pages), so pages a program reuses within the delay
+ * are never refaulted and no huge page is split.
  *
  * Invariants (all fields under arena_lock, written only here):
  *   free     bit i set: page i belongs to no run (never set past ARENA_PAGES);
@@ -41,6 +44,10 @@
 #define ARENA_PAGES ((ARENA_SIZE - ARENA_META) / HAK_PAGE_SIZE)
 #define ARENA_WORDS ((ARENA_PAGES + 63) / 64)
 #define RUN_MAX_PAGES (HAK_ARENA_BLOCK_MAX / HAK_PAGE_SIZE + 2)  /* a block, its header page, rounding */
+#define HUGE_FIRST ((HAK_SS_SIZE - ARENA_META) / HAK_PAGE_SIZE)  /* pages of the first 2 MiB region */
+#define HUGE_PAGES (HAK_SS_SIZE / HAK_PAGE_SIZE)                 /* pages of a huge page */
+
+_Static_assert((ARENA_PAGES - HUGE_FIRST) % HUGE_PAGES == 0, "the arena ends on a huge page");
 
 typedef struct hak_arena {
   uint64_t magic;  /* HAK_ARENA_MAGIC; first, like hak_large_t's */
@@ -88,6 +95,28 @@ static bool bits_all(const uint64_t *m, size_t from, size_t n)
     n -= k;
   }
   return true;
+}
+
+static bool bits_any(const uint64_t *m, size_t from, size_t n)
+{
+  while (n != 0) {
+    size_t b = from % 64, k = 64 - b < n ? 64 - b : n;
+    if ((m[from / 64] & bits_mask(b, k)) != 0) return true;
+    from += k;
+    n -= k;
+  }
+  return false;
+}
+
+static bool bits_any_and(const uint64_t *m, const uint64_t *o, size_t from, size_t n)
+{
+  while (n != 0) {
+    size_t b = from % 64, k = 64 - b < n ? 64 - b : n;
+    if ((m[from / 64] & o[from / 64] & bits_mask(b, k)) != 0) return true;
+    from += k;
+    n -= k;
+  }
+  return false;
 }
 
 /* The first run of n free pages of a, or -1. */
@@ -157,6 +186,7 @@ static hak_arena_t *arena_new(void)
   }
   a->magic = HAK_ARENA_MAGIC;
   a->data = (char *)a + ARENA_META;
+  hak_os_hugepage((char *)a + HAK_SS_SIZE, ARENA_SIZE - HAK_SS_SIZE);  /* past the header's region */
   bits_put(a->free, 0, ARENA_PAGES, true);
   if (arena_last != NULL) arena_last->next = a;
   else arena_first = a;
@@ -263,6 +293,54 @@ static void arena_purge_claimed(hak_arena_t *a)
   }
 }
 
+/* A pass's view of a's free pages (under the lock): claim (take out of
+ * free, into purging) those it gives back, and say when the rest falls due
+ * (*next, the earliest; 0: none).  The first 2 MiB region holds the header
+ * and has 4 KiB pages: its free pages go by their group's age.  The other
+ * regions have huge pages: one goes back whole, once all its pages are free
+ * and their groups idle for the purge delay (giving back part of a huge
+ * page would split it, and the region would fault 4 KiB at a time for
+ * good); free pages in a region that a run still holds wait for it to
+ * empty, looked at again every PINNED_DELAYS delays.  force: every free
+ * page that keeps memory, at once.  Returns the pages claimed. */
+#define PINNED_DELAYS 4
+static size_t arena_claim(hak_arena_t *a, uint64_t now, bool force, uint64_t *next)
+{
+  uint64_t delay = hak_opt.purge_delay_ms;
+  size_t claimed = 0;
+  for (size_t w = 0; w < ARENA_WORDS; w++) {
+    uint64_t c = a->free[w] & a->dirty[w];
+    if (!force && w * 64 < HUGE_FIRST)
+      c &= (w + 1) * 64 <= HUGE_FIRST ? ~(uint64_t)0 : bits_mask(0, HUGE_FIRST - w * 64);
+    else if (!force)
+      continue;
+    if (c == 0) continue;
+    if (!force && now - a->freed_ms[w] < delay) {
+      if (*next == 0 || a->freed_ms[w] + delay < *next) *next = a->freed_ms[w] + delay;
+      continue;
+    }
+    a->purging[w] = c;
+    a->free[w] &= ~c;
+    claimed += (size_t)__builtin_popcountll(c);
+  }
+  for (size_t from = HUGE_FIRST; !force && from < ARENA_PAGES; from += HUGE_PAGES) {
+    if (!bits_any(a->dirty, from, HUGE_PAGES)) continue;
+    uint64_t at = 0;  /* when the region's last group falls due */
+    for (size_t w = from / 64; w <= (from + HUGE_PAGES - 1) / 64; w++)
+      if (a->freed_ms[w] + delay > at) at = a->freed_ms[w] + delay;
+    if (!bits_all(a->free, from, HUGE_PAGES)) at = now + PINNED_DELAYS * delay;
+    if (!bits_any_and(a->free, a->dirty, from, HUGE_PAGES)) continue;  /* nothing idle there */
+    if (now < at) {
+      if (*next == 0 || at < *next) *next = at;
+      continue;
+    }
+    bits_put(a->purging, from, HUGE_PAGES, true);
+    bits_put(a->free, from, HUGE_PAGES, false);
+    claimed += HUGE_PAGES;
+  }
+  return claimed;
+}
+
 uint64_t hak_arena_decay(uint64_t now, bool force)
 {
   if (atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) == 0) return 0;
@@ -274,37 +352,30 @@ uint64_t hak_arena_decay(uint64_t now, bool force)
     return now + 1;
   }
   size_t claimed = 0;
-  for (hak_arena_t *a = arena_first; a != NULL; a = a->next) {
-    for (size_t w = 0; w < ARENA_WORDS; w++) {
-      uint64_t c = a->free[w] & a->dirty[w];
-      if (c == 0 || (!force && now - a->freed_ms[w] < hak_opt.purge_delay_ms)) continue;
-      a->purging[w] = c;
-      a->free[w] &= ~c;
-      claimed += (size_t)__builtin_popcountll(c);
-    }
-  }
+  uint64_t next = 0;
+  for (hak_arena_t *a = arena_first; a != NULL; a = a->next) claimed += arena_claim(a, now, force, &next);
   arena_decaying = claimed != 0;
   hak_arena_t *last = arena_last;
+  if (claimed == 0) atomic_store_explicit(&arena_due_ms, next, memory_order_relaxed);
   pthread_mutex_unlock(&arena_lock);
+  if (claimed == 0) return next;
   /* arena_decaying keeps the purging bits ours; arenas are only appended,
    * so the links up to `last` were written before it was read. */
-  for (hak_arena_t *a = arena_first; claimed != 0; a = a->next) {
+  for (hak_arena_t *a = arena_first;; a = a->next) {
     arena_purge_claimed(a);
     if (a == last) break;
   }
   pthread_mutex_lock(&arena_lock);
-  uint64_t next = 0;
   for (hak_arena_t *a = arena_first; a != NULL; a = a->next) {
     for (size_t w = 0; w < ARENA_WORDS; w++) {
       a->free[w] |= a->purging[w];
       a->dirty[w] &= ~a->purging[w];
       a->purging[w] = 0;
-      uint64_t at = a->freed_ms[w] + hak_opt.purge_delay_ms;
-      if ((a->free[w] & a->dirty[w]) != 0 && (next == 0 || at < next)) next = at;
     }
     arena_recount(a);
   }
   arena_decaying = false;
+  if (atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) == 0) next = 0;
   atomic_store_explicit(&arena_due_ms, next, memory_order_relaxed);
   pthread_mutex_unlock(&arena_lock);
   return next;

@@ -23,8 +23,8 @@ bool hak_arena_extend(void *run, size_t pages, size_t more);
  * a run start before it (the word at p - 16), else NULL; unchecked beyond
  * that (the caller checks the header's magic and block address). */
 void *hak_arena_header_of(const void *base, const void *p);
-/* Give back the free pages of each group of 64 in which no page was freed
- * for the purge delay (all if force); when the next pass is due, 0 if no
+/* Give back the free pages idle for the purge delay, by whole huge pages
+ * (all if force: arena.c, arena_claim); when the next pass is due, 0 if no
  * free page keeps memory. */
 uint64_t hak_arena_decay(uint64_t now, bool force);
 uint64_t hak_arena_next_due(void);

@@ -794,12 +794,13 @@ static void large_publish(hak_heap_t *h, hak_large_t *l)
  * bytes, large_tail).  The word before the canary word holds the header's address
  * (hak_large_of finds the header from the block).  Pages freed by one
  * block serve the next of any size: no system call, no page fault, nothing
- * zeroed by the kernel while the program keeps reusing them; a free page
- * idle for one to two purge delays goes back.  What the mappings give and
- * arena blocks do not: no guard region after the block (an overflow past
- * the canary bytes reaches the next run's header, found when that block is
- * freed) and no huge pages; realloc beyond the run's free
- * neighbours moves the block to a mapping (a copy).  Not in secure mode,
+ * zeroed by the kernel while the program keeps reusing them; free pages go
+ * back by whole huge pages once idle for the purge delay (arena.c).  What
+ * the mappings give and arena blocks do not: no guard region after the
+ * block (an overflow past the canary bytes reaches the next run's header,
+ * found when that block is freed); realloc beyond the run's free
+ * neighbours moves the block to a mapping (a copy; the mapping then grows
+ * by mremap).  Not in secure mode,
  * whose protections work on whole mappings, nor while the cache is cold,
  * whose freed blocks fault on any access. */
 static bool large_arena_fits(size_t size, size_t align, bool grow)
