@@ -582,11 +582,15 @@ static void *first_try(size_t n, unsigned char seed)
   return p;
 }
 
+/* Above the page arenas' 8 MiB: a large first block needs a mapping of its
+ * own (a smaller one may come from an arena's free pages, which need none). */
+#define FIRST_LARGE (9 * MiB)
+
 static void *first_worker(void *arg)
 {
   (void)arg;
   pthread_barrier_wait(&first_bar);      /* every mapping fails */
-  void *p0 = first_try(100, 1), *l0 = first_try(MiB, 2);
+  void *p0 = first_try(100, 1), *l0 = first_try(FIRST_LARGE, 2);
   pthread_barrier_wait(&first_bar);
   pthread_barrier_wait(&first_bar);      /* mappings work again */
   void *p = hak_malloc(100), *l = hak_malloc(MiB);
