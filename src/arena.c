@@ -232,21 +232,21 @@ void hak_arena_give(void *run, size_t pages, bool purge)
 {
   hak_arena_t *a = arena_of(run);
   bool was_idle = atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) != 0;
-  if (purge) {
-    hak_os_purge(run, pages * HAK_PAGE_SIZE);  /* still ours: in no run, not free */
-    hak_gcount(&hak_gstats.purged_bytes, pages * HAK_PAGE_SIZE);
+  size_t i = page_index(a, run), from = i, to = purge ? i + pages : i;
+  if (to > from) {  /* still ours: in no run, not free */
+    hak_os_purge(a->data + from * HAK_PAGE_SIZE, (to - from) * HAK_PAGE_SIZE);
+    hak_gcount(&hak_gstats.purged_bytes, (to - from) * HAK_PAGE_SIZE);
   }
   uint64_t now = hak_os_now_ms();
-  size_t i = page_index(a, run);
   pthread_mutex_lock(&arena_lock);
   bits_put(a->free, i, pages, true);
-  if (purge) bits_put(a->dirty, i, pages, false);
-  for (size_t w = i / 64; !purge && w <= (i + pages - 1) / 64; w++) a->freed_ms[w] = now;
-  if (!purge && atomic_load_explicit(&arena_due_ms, memory_order_relaxed) == 0)
+  bits_put(a->dirty, from, to - from, false);
+  for (size_t w = i / 64; w <= (i + pages - 1) / 64; w++) a->freed_ms[w] = now;
+  if (atomic_load_explicit(&arena_due_ms, memory_order_relaxed) == 0)
     atomic_store_explicit(&arena_due_ms, now + hak_opt.purge_delay_ms, memory_order_relaxed);
   arena_recount(a);
   pthread_mutex_unlock(&arena_lock);
-  if (!was_idle && !purge) hak_os_bell_ring();  /* the purger gives them back if they stay unused */
+  if (!was_idle) hak_os_bell_ring();  /* the purger gives them back if they stay unused */
 }
 
 bool hak_arena_extend(void *run, size_t pages, size_t more)

@@ -13,8 +13,9 @@
  * (byte offsets into the run; zero_to 0: none). */
 void *hak_arena_take(size_t pages, size_t zero_from, size_t zero_to);
 /* Give back a run that hak_arena_take handed out, or its tail; purge: its
- * pages go back to the OS now (else they stay for the next runs until a
- * decay pass finds them idle). */
+ * pages go back to the OS now (splitting the huge pages it shares with
+ * other runs; else they stay for the next runs until a decay pass finds
+ * them idle). */
 void hak_arena_give(void *run, size_t pages, bool purge);
 /* Extend the run at `run` of `pages` pages by `more` pages in place, if the
  * pages after it are free; those that may hold old data are not zeroed. */

@@ -987,15 +987,17 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   }
   if (l->arena_pages != 0) {
     /* Its run goes back whole, the header with it; the cache stays warm.
-     * Its pages stay for the next blocks while the arenas' idle pages and
-     * the cached mappings' stay within hak_opt.large_cache, and until they
-     * idle for the purge delay (hak_arena_decay); beyond it they go back
-     * now.  Not cache_bound's tighter bound: free pages between live runs
-     * are the arenas' working room, and a program that frees its big
-     * blocks at the end of a round of work allocates them again in the
-     * next (mstress at 4 threads refaulted 86 MB a second under it). */
+     * Its pages stay for the next blocks while the arenas' idle pages stay
+     * within hak_opt.large_cache, and until they idle for the purge delay
+     * (hak_arena_decay); beyond it they go back now.  Not cache_bound's
+     * tighter bound, nor shared with the cached mappings': free pages
+     * between live runs are the arenas' working room, and a program that
+     * frees its big blocks at the end of a round of work allocates them
+     * again in the next (mstress at 4 threads refaulted 86 MB a second
+     * under cache_bound; bench/large, whose cached mappings of up to 64 MiB
+     * filled the shared bound, had every arena run purged at its free). */
     size_t bytes = (size_t)l->arena_pages * HAK_PAGE_SIZE;
-    bool over = hak_large_cached_bytes() + bytes > hak_opt.large_cache;
+    bool over = hak_arena_idle_bytes() + bytes > hak_opt.large_cache;
     atomic_store_explicit(&cache_put_ms, hak_os_now_ms(), memory_order_relaxed);
     hak_arena_give(l, l->arena_pages, over);
     return NULL;
