@@ -43,7 +43,7 @@
 #define ARENA_META ((size_t)16 << 10)  /* the header's pages */
 #define ARENA_PAGES ((ARENA_SIZE - ARENA_META) / HAK_PAGE_SIZE)
 #define ARENA_WORDS ((ARENA_PAGES + 63) / 64)
-#define RUN_MAX_PAGES (HAK_ARENA_BLOCK_MAX / HAK_PAGE_SIZE + 2)  /* a block, its header page, rounding */
+#define RUN_MAX_PAGES (HAK_ARENA_BLOCK_MAX / HAK_PAGE_SIZE + 2)  /* a block, its header, rounding */
 #define HUGE_FIRST ((HAK_SS_SIZE - ARENA_META) / HAK_PAGE_SIZE)  /* pages of the first 2 MiB region */
 #define HUGE_PAGES (HAK_SS_SIZE / HAK_PAGE_SIZE)                 /* pages of a huge page */
 
