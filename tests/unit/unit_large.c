@@ -193,11 +193,8 @@ static void *ballast_take(void) {
  * still empty: the discarded mapping is not in it.  With HAKMEM_SECURE=1
  * the cache is always warm: the block would be cached, so none is freed. */
 /* Large blocks up to 8 MiB come from the page arenas once the cache is warm
- * (HAKMEM_LARGE_ARENA, on unless set to 0; never in secure mode). */
-static bool arena_on(void) {
-  const char *e = getenv("HAKMEM_LARGE_ARENA");
-  return !(e != NULL && strcmp(e, "0") == 0) && !ts_env_flag("HAKMEM_SECURE");
-}
+ * (HAKMEM_LARGE_ARENA=1, off by default; never in secure mode). */
+static bool arena_on(void) { return ts_env_flag("HAKMEM_LARGE_ARENA") && !ts_env_flag("HAKMEM_SECURE"); }
 
 static void collect_warm(void) {
   hak_collect();
@@ -1088,7 +1085,7 @@ static const ts_misuse cases[] = {
 static void test_spare_keep(void) {
   ts_check_begin("a reused large mapping keeps spare pages up to 256 KiB below its block");
   if (ts_env_flag("HAKMEM_SECURE")) { printf("   skipped: secure mode zeroes reused blocks\n"); return; }
-  if (arena_on()) { printf("   skipped: blocks this size come from the arenas (unit_large_mappings runs it)\n"); return; }
+  if (arena_on()) { printf("   skipped: blocks this size come from the arenas (unit_large runs it)\n"); return; }
   const size_t big = 1280000, mid = 1024000, small = 320000;
   collect_warm();
   unsigned char *a = hak_malloc(big);
