@@ -85,39 +85,22 @@ static void bits_put(uint64_t *m, size_t from, size_t n, bool set)
   }
 }
 
-static bool bits_all(const uint64_t *m, size_t from, size_t n)
+/* Whether every bit (all) or some bit (!all) of [from, from + n) is set in
+ * m, or in m & o when o is given. */
+static bool bits_test(const uint64_t *m, const uint64_t *o, size_t from, size_t n, bool all)
 {
   while (n != 0) {
     size_t b = from % 64, k = 64 - b < n ? 64 - b : n;
-    uint64_t mask = bits_mask(b, k);
-    if ((m[from / 64] & mask) != mask) return false;
+    uint64_t mask = bits_mask(b, k), w = m[from / 64] & (o != NULL ? o[from / 64] : ~(uint64_t)0) & mask;
+    if (all ? w != mask : w != 0) return !all;
     from += k;
     n -= k;
   }
-  return true;
+  return all;
 }
 
-static bool bits_any(const uint64_t *m, size_t from, size_t n)
-{
-  while (n != 0) {
-    size_t b = from % 64, k = 64 - b < n ? 64 - b : n;
-    if ((m[from / 64] & bits_mask(b, k)) != 0) return true;
-    from += k;
-    n -= k;
-  }
-  return false;
-}
-
-static bool bits_any_and(const uint64_t *m, const uint64_t *o, size_t from, size_t n)
-{
-  while (n != 0) {
-    size_t b = from % 64, k = 64 - b < n ? 64 - b : n;
-    if ((m[from / 64] & o[from / 64] & bits_mask(b, k)) != 0) return true;
-    from += k;
-    n -= k;
-  }
-  return false;
-}
+static bool bits_all(const uint64_t *m, size_t from, size_t n) { return bits_test(m, NULL, from, n, true); }
+static bool bits_any(const uint64_t *m, size_t from, size_t n) { return bits_test(m, NULL, from, n, false); }
 
 /* The first run of n free pages of a, or -1. */
 static long run_find(const hak_arena_t *a, size_t n)
@@ -329,7 +312,7 @@ static size_t arena_claim(hak_arena_t *a, uint64_t now, bool force, uint64_t *ne
     for (size_t w = from / 64; w <= (from + HUGE_PAGES - 1) / 64; w++)
       if (a->freed_ms[w] + delay > at) at = a->freed_ms[w] + delay;
     if (!bits_all(a->free, from, HUGE_PAGES)) at = now + PINNED_DELAYS * delay;
-    if (!bits_any_and(a->free, a->dirty, from, HUGE_PAGES)) continue;  /* nothing idle there */
+    if (!bits_test(a->free, a->dirty, from, HUGE_PAGES, false)) continue;  /* nothing idle there */
     if (now < at) {
       if (*next == 0 || at < *next) *next = at;
       continue;

@@ -1041,14 +1041,15 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   return evicted == l ? NULL : evicted;
 }
 
+/* The earlier of two due times, 0 meaning none. */
+static inline uint64_t due_earliest(uint64_t a, uint64_t b) { return a == 0 || (b != 0 && b < a) ? b : a; }
+
 uint64_t hak_large_next_due(void)
 {
   uint64_t oldest = atomic_load_explicit(&cache_oldest_ms, memory_order_relaxed);
   uint64_t due = oldest == 0 ? 0 : oldest + hak_opt.purge_delay_ms;
-  uint64_t bank = bank_decay(hak_os_now_ms(), false);
-  if (due == 0 || (bank != 0 && bank < due)) due = bank;
-  uint64_t arena = hak_arena_next_due();
-  return due == 0 || (arena != 0 && arena < due) ? arena : due;
+  due = due_earliest(due, bank_decay(hak_os_now_ms(), false));
+  return due_earliest(due, hak_arena_next_due());
 }
 
 size_t hak_large_cached_bytes(void)
