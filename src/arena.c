@@ -26,8 +26,8 @@
  *   purging  pages a pass took out of free to purge outside the lock: they
  *            are in no run, free again (and clean) when the pass ends;
  *   idle     popcount(free & dirty), summed in arena_idle_pages;
- *   arena_due_ms  the earliest freed_ms + delay of a group with idle
- *            pages (0: none), when the next pass has work.
+ *   arena_due_ms  the earliest time a pass may claim idle pages (0:
+ *            none), when the next pass has work.
  * A mutex, not lock-free: large blocks are allocated hundreds of times less
  * often than small ones, and each holds it for a bitmap scan. */
 #include <pthread.h>
@@ -100,7 +100,6 @@ static bool bits_test(const uint64_t *m, const uint64_t *o, size_t from, size_t 
 }
 
 static bool bits_all(const uint64_t *m, size_t from, size_t n) { return bits_test(m, NULL, from, n, true); }
-static bool bits_any(const uint64_t *m, size_t from, size_t n) { return bits_test(m, NULL, from, n, false); }
 
 /* The first run of n free pages of a, or -1. */
 static long run_find(const hak_arena_t *a, size_t n)
@@ -214,7 +213,6 @@ void *hak_arena_take(size_t pages, size_t zero_from, size_t zero_to)
 void hak_arena_give(void *run, size_t pages, bool purge)
 {
   hak_arena_t *a = arena_of(run);
-  bool was_idle = atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) != 0;
   size_t i = page_index(a, run), from = i, to = purge ? i + pages : i;
   if (to > from) {  /* still ours: in no run, not free */
     hak_os_purge(a->data + from * HAK_PAGE_SIZE, (to - from) * HAK_PAGE_SIZE);
@@ -225,11 +223,12 @@ void hak_arena_give(void *run, size_t pages, bool purge)
   bits_put(a->free, i, pages, true);
   bits_put(a->dirty, from, to - from, false);
   for (size_t w = i / 64; w <= (i + pages - 1) / 64; w++) a->freed_ms[w] = now;
-  if (atomic_load_explicit(&arena_due_ms, memory_order_relaxed) == 0)
-    atomic_store_explicit(&arena_due_ms, now + hak_opt.purge_delay_ms, memory_order_relaxed);
+  uint64_t due = now + hak_opt.purge_delay_ms, was_due = atomic_load_explicit(&arena_due_ms, memory_order_relaxed);
+  bool sooner = was_due == 0 || due < was_due;
+  if (sooner) atomic_store_explicit(&arena_due_ms, due, memory_order_relaxed);
   arena_recount(a);
   pthread_mutex_unlock(&arena_lock);
-  if (!was_idle) hak_os_bell_ring();  /* the purger gives them back if they stay unused */
+  if (sooner) hak_os_bell_ring();  /* the purger gives them back if they stay unused */
 }
 
 bool hak_arena_extend(void *run, size_t pages, size_t more)
@@ -276,50 +275,63 @@ static void arena_purge_claimed(hak_arena_t *a)
   }
 }
 
-/* A pass's view of a's free pages (under the lock): claim (take out of
- * free, into purging) those it gives back, and say when the rest falls due
- * (*next, the earliest; 0: none).  The first 2 MiB region holds the header
- * and has 4 KiB pages: its free pages go by their group's age.  The other
- * regions have huge pages: one goes back whole, once all its pages are free
- * and their groups idle for the purge delay (giving back part of a huge
- * page would split it, and the region would fault 4 KiB at a time for
- * good); free pages in a region that a run still holds wait for it to
- * empty, looked at again every PINNED_DELAYS delays.  force: every free
- * page that keeps memory, at once.  Returns the pages claimed. */
+/* Claim for a pass (under the lock) the pages of [from, from + n) that are
+ * free and, if idle_only, dirty: out of free, into purging.  Returns how
+ * many. */
+static size_t arena_claim_range(hak_arena_t *a, size_t from, size_t n, bool idle_only)
+{
+  size_t claimed = 0;
+  while (n != 0) {
+    size_t w = from / 64, b = from % 64, k = 64 - b < n ? 64 - b : n;
+    uint64_t c = a->free[w] & (idle_only ? a->dirty[w] : ~(uint64_t)0) & bits_mask(b, k);
+    a->purging[w] |= c;
+    a->free[w] &= ~c;
+    claimed += (size_t)__builtin_popcountll(c);
+    from += k;
+    n -= k;
+  }
+  return claimed;
+}
+
+/* A pass's view of a's free pages (under the lock): claim those it gives
+ * back, and say when the rest falls due (*next, the earliest; 0: none).
+ * The first 2 MiB region holds the header and has 4 KiB pages: its free
+ * pages go by their group's age.  The other regions have huge pages: one
+ * goes back whole once all its pages are free and their groups idle for the
+ * purge delay.  A region a run still holds in part (pinned) keeps its free
+ * pages for PINNED_DELAYS delays, since giving back part of a huge page
+ * splits it and the region then faults 4 KiB at a time; then its idle pages
+ * go back alone, so a long-lived block does not keep its neighbours' memory.
+ * A pinned region is never claimed whole: its live pages are a run's.
+ * force: every free page that keeps memory, at once.  Returns the pages
+ * claimed. */
 #define PINNED_DELAYS 4
 static size_t arena_claim(hak_arena_t *a, uint64_t now, bool force, uint64_t *next)
 {
   uint64_t delay = hak_opt.purge_delay_ms;
+  if (force) return arena_claim_range(a, 0, ARENA_PAGES, true);
   size_t claimed = 0;
-  for (size_t w = 0; w < ARENA_WORDS; w++) {
-    uint64_t c = a->free[w] & a->dirty[w];
-    if (!force && w * 64 < HUGE_FIRST)
-      c &= (w + 1) * 64 <= HUGE_FIRST ? ~(uint64_t)0 : bits_mask(0, HUGE_FIRST - w * 64);
-    else if (!force)
-      continue;
-    if (c == 0) continue;
-    if (!force && now - a->freed_ms[w] < delay) {
+  for (size_t w = 0; w * 64 < HUGE_FIRST; w++) {
+    size_t n = (w + 1) * 64 <= HUGE_FIRST ? 64 : HUGE_FIRST - w * 64;
+    if (!bits_test(a->free, a->dirty, w * 64, n, false)) continue;
+    if (now - a->freed_ms[w] < delay) {
       if (*next == 0 || a->freed_ms[w] + delay < *next) *next = a->freed_ms[w] + delay;
       continue;
     }
-    a->purging[w] = c;
-    a->free[w] &= ~c;
-    claimed += (size_t)__builtin_popcountll(c);
+    claimed += arena_claim_range(a, w * 64, n, true);
   }
-  for (size_t from = HUGE_FIRST; !force && from < ARENA_PAGES; from += HUGE_PAGES) {
-    if (!bits_any(a->dirty, from, HUGE_PAGES)) continue;
+  for (size_t from = HUGE_FIRST; from < ARENA_PAGES; from += HUGE_PAGES) {
+    if (!bits_test(a->free, a->dirty, from, HUGE_PAGES, false)) continue;  /* nothing idle there */
+    bool whole = bits_all(a->free, from, HUGE_PAGES);
     uint64_t at = 0;  /* when the region's last group falls due */
     for (size_t w = from / 64; w <= (from + HUGE_PAGES - 1) / 64; w++)
       if (a->freed_ms[w] + delay > at) at = a->freed_ms[w] + delay;
-    if (!bits_all(a->free, from, HUGE_PAGES)) at = now + PINNED_DELAYS * delay;
-    if (!bits_test(a->free, a->dirty, from, HUGE_PAGES, false)) continue;  /* nothing idle there */
+    if (!whole) at += (PINNED_DELAYS - 1) * delay;
     if (now < at) {
       if (*next == 0 || at < *next) *next = at;
       continue;
     }
-    bits_put(a->purging, from, HUGE_PAGES, true);
-    bits_put(a->free, from, HUGE_PAGES, false);
-    claimed += HUGE_PAGES;
+    claimed += arena_claim_range(a, from, HUGE_PAGES, !whole);
   }
   return claimed;
 }
@@ -339,7 +351,7 @@ uint64_t hak_arena_decay(uint64_t now, bool force)
   for (hak_arena_t *a = arena_first; a != NULL; a = a->next) claimed += arena_claim(a, now, force, &next);
   arena_decaying = claimed != 0;
   hak_arena_t *last = arena_last;
-  if (claimed == 0) atomic_store_explicit(&arena_due_ms, next, memory_order_relaxed);
+  atomic_store_explicit(&arena_due_ms, next, memory_order_relaxed);  /* gives during the purge only lower it */
   pthread_mutex_unlock(&arena_lock);
   if (claimed == 0) return next;
   /* arena_decaying keeps the purging bits ours; arenas are only appended,
@@ -358,8 +370,9 @@ uint64_t hak_arena_decay(uint64_t now, bool force)
     arena_recount(a);
   }
   arena_decaying = false;
-  if (atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) == 0) next = 0;
-  atomic_store_explicit(&arena_due_ms, next, memory_order_relaxed);
+  if (atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) == 0)
+    atomic_store_explicit(&arena_due_ms, 0, memory_order_relaxed);
+  next = atomic_load_explicit(&arena_due_ms, memory_order_relaxed);
   pthread_mutex_unlock(&arena_lock);
   return next;
 }
@@ -394,6 +407,7 @@ void hak_arena_after_fork(bool child)
       a->purging[w] = 0;
     }
     arena_recount(a);
+    atomic_store_explicit(&arena_due_ms, 1, memory_order_relaxed);  /* due: the next pass looks again */
   }
   arena_decaying = false;
 }

@@ -572,10 +572,7 @@ static hak_large_t *large_discard(hak_large_t *l)
 void hak_large_decay(void)
 {
   /* The arenas' free pages age on their own; their passes leave the
-   * cache's temperature alone (cooling there, with arena blocks live,
-   * once let a calloc in an arena return another block's bytes under
-   * mlockall: unit_mlock, HAKMEM_PURGE_DELAY_MS=0, about 1 run in 5; not
-   * understood, so not done). */
+   * cache's temperature to the cached mappings. */
   if (hak_arena_idle_bytes() != 0) (void)hak_arena_decay(hak_os_now_ms(), false);
   uint64_t oldest = atomic_load_explicit(&cache_oldest_ms, memory_order_relaxed);
   if (atomic_load_explicit(&bank_bytes, memory_order_relaxed) != 0) (void)bank_decay(hak_os_now_ms(), false);

@@ -210,20 +210,20 @@ static double purge_delay_ms(void) {
   return env != NULL && *env ? atof(env) : 50.0;
 }
 
-/* Waits until twice the purge delay has passed since `since` (a timer of the
+/* Waits until k purge delays have passed since `since` (a timer of the
  * contract, not a race). */
-static void wait_purge_delay(double since) {
+static void wait_delays(double since, int k) {
   double delay = purge_delay_ms();
   struct timespec nap = {0, 20 * 1000 * 1000};
-  while (ts_now_ms() - since < 2 * delay + 10) nanosleep(&nap, NULL);
+  while (ts_now_ms() - since < k * delay + 10) nanosleep(&nap, NULL);
 }
 
-/* wait_purge_delay, then small blocks allocated until a refill has run heap
- * maintenance, which calls hak_large_decay (at most once a purge delay):
- * 256 KiB blocks (the largest class) until several slabs were needed; none
- * is touched. */
-static void wait_purge_delay_then_refill(double since) {
-  wait_purge_delay(since);
+static void wait_purge_delay(double since) { wait_delays(since, 2); }
+
+/* Small blocks allocated until a refill has run heap maintenance, which
+ * calls hak_large_decay (at most once a purge delay): 256 KiB blocks (the
+ * largest class) until several slabs were needed; none is touched. */
+static void refill_small(void) {
   enum { K = 64 };
   void *p[K];
   for (int i = 0; i < K; i++) {
@@ -231,6 +231,11 @@ static void wait_purge_delay_then_refill(double since) {
     REQUIRE(p[i] != NULL, "hak_malloc(%zu)", SMALL_MAX);
   }
   for (int i = 0; i < K; i++) hak_free(p[i]);
+}
+
+static void wait_purge_delay_then_refill(double since) {
+  wait_purge_delay(since);
+  refill_small();
 }
 
 /* ---------------------------------------------------------------- */
@@ -1303,6 +1308,40 @@ static void test_arena_realloc(void) {
   hak_collect();
 }
 
+/* A 2 MiB region that a live block holds in part is never given back
+ * whole, whatever the purge delay (unit_large_arena_pinned runs this alone
+ * with 0): a written block across the arena's first two regions, and a
+ * freed block after it in the second.  After the delay and small refills
+ * (the decay passes), the live block still holds every byte it was given,
+ * all resident; after five delays (src/arena.c, PINNED_DELAYS) the freed
+ * block's pages are back with the live block still whole.  Freed too, the
+ * live block's pages go back. */
+static void test_arena_pinned(void) {
+  if (!arena_begin("arena: a region a live block holds in part keeps the block's pages")) return;
+  unsigned char *a = written(3 * MiB, 0x6A), *b = written(512 * KiB, 0x6B);
+  CHECK(((uintptr_t)(a + 3 * MiB - 1) >> 21) == ((uintptr_t)b >> 21),
+        "the blocks at %p (3 MiB) and %p are not in one 2 MiB region: the test's layout is off", (void *)a, (void *)b);
+  double t_free = ts_now_ms();
+  hak_free(b);
+  for (int k = 2; k <= 5; k += 3) {
+    wait_delays(t_free, k);
+    refill_small();
+    size_t changed = 0;
+    for (size_t i = 0; i < 3 * MiB; i++) changed += a[i] != 0x6A;
+    CHECK(changed == 0, "a live 3 MiB block, %d purge delays after a block freed in its last 2 MiB region: "
+          "%zu bytes changed", k, changed);
+    CHECK(resident_bytes(a, 3 * MiB) == 3 * MiB, "the live block, after %d purge delays: %zu KiB of 3072 resident",
+          k, resident_bytes(a, 3 * MiB) / KiB);
+  }
+  CHECK(resident_bytes(b, 512 * KiB) == 0, "five purge delays after its free, with its region pinned: %zu KiB of "
+        "the freed block resident", resident_bytes(b, 512 * KiB) / KiB);
+  hak_free(a);
+  wait_purge_delay_then_refill(ts_now_ms());
+  CHECK(resident_bytes(a, 3 * MiB) == 0, "both freed, past the purge delay: %zu KiB resident",
+        resident_bytes(a, 3 * MiB) / KiB);
+  hak_collect();
+}
+
 /* Freed arena pages kept idle stay within HAKMEM_LARGE_CACHE_KB (64 MiB):
  * twelve written 8 MiB blocks freed leave at most that much cached. */
 static void test_arena_bound(void) {
@@ -1325,6 +1364,10 @@ static void test_arena_bound(void) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   pat_init();
+  if (argc > 1 && strcmp(argv[1], "arena_pinned") == 0) {  /* alone, under options the others do not expect */
+    test_arena_pinned();
+    return ts_check_finish("unit_large");
+  }
   if (argc > 1) {
 #if defined(HAKMEM_TSAN) || defined(__SANITIZE_THREAD__)
     (void)argv;
@@ -1361,6 +1404,7 @@ int main(int argc, char **argv) {
   test_arena_reuse();
   test_arena_decay();
   test_arena_realloc();
+  test_arena_pinned();
   test_arena_bound();
   ts_check_begin("everything freed");
   hak_stats_t end = ts_stats_now();
