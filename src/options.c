@@ -54,8 +54,8 @@
     "quarter of this, at most half the large bytes still live or, with the purge thread, what they "     \
     "leave of their peak over the last second); with the page arenas, their free pages count too, up "   \
     "to all of this; pages idle past the purge delay are given back")                                    \
-  X(large_arena, "HAKMEM_LARGE_ARENA", "", 0, 0, 0, 1,                                                      \
-    "`1` (experimental, an open defect: docs/tuning.md): once the program reuses large blocks (a large "  \
+  X(large_arena, "HAKMEM_LARGE_ARENA", "", 0, 1, 0, 1,                                                      \
+    "`1`: once the program reuses large blocks (a large "                                                \
     "block freed, then another allocated), those up "                                                    \
     "to 8 MiB come from shared page arenas, split and merged by the page, so freed pages serve the next " \
     "blocks of any size without a system call; `0`: every large block has its own mapping")               \

@@ -193,8 +193,11 @@ static void *ballast_take(void) {
  * still empty: the discarded mapping is not in it.  With HAKMEM_SECURE=1
  * the cache is always warm: the block would be cached, so none is freed. */
 /* Large blocks up to 8 MiB come from the page arenas once the cache is warm
- * (HAKMEM_LARGE_ARENA=1, off by default; never in secure mode). */
-static bool arena_on(void) { return ts_env_flag("HAKMEM_LARGE_ARENA") && !ts_env_flag("HAKMEM_SECURE"); }
+ * (unless HAKMEM_LARGE_ARENA=0; never in secure mode). */
+static bool arena_on(void) {
+  const char *env = getenv("HAKMEM_LARGE_ARENA");
+  return (env == NULL || *env == '\0' || ts_env_flag("HAKMEM_LARGE_ARENA")) && !ts_env_flag("HAKMEM_SECURE");
+}
 
 static void collect_warm(void) {
   hak_collect();
