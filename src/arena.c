@@ -259,18 +259,31 @@ void *hak_arena_header_of(const void *base, const void *p)
 
 /* ------------------------------------------------------------------ decay */
 
-/* Purge the runs of a->purging (outside the lock: no run holds them). */
+/* Purge the runs of a->purging (outside the lock: no run holds them), each
+ * with one call: a run that crosses words is one range, so a claimed huge
+ * page goes back whole (a piece of one would split it, and its region would
+ * fault 4 KiB at a time from then on). */
 static void arena_purge_claimed(hak_arena_t *a)
 {
-  for (size_t w = 0; w < ARENA_WORDS; w++) {
-    uint64_t c = a->purging[w];
-    while (c != 0) {
-      unsigned b = (unsigned)__builtin_ctzll(c);
-      uint64_t past = ~(c >> b);  /* zero bits: the run from b */
-      unsigned len = past == 0 ? 64 : (unsigned)__builtin_ctzll(past);
-      hak_os_purge(a->data + (w * 64 + b) * HAK_PAGE_SIZE, (size_t)len * HAK_PAGE_SIZE);
-      hak_gcount(&hak_gstats.purged_bytes, (size_t)len * HAK_PAGE_SIZE);
-      c &= ~bits_mask(b, len);
+  size_t start = 0, len = 0;  /* the run being gathered */
+  for (size_t w = 0; w <= ARENA_WORDS; w++) {
+    uint64_t c = w < ARENA_WORDS ? a->purging[w] : 0;
+    for (unsigned b = 0; b < 64;) {
+      uint64_t rest = c >> b;
+      unsigned ones = ~rest == 0 ? 64 : (unsigned)__builtin_ctzll(~rest);  /* the claimed pages from b */
+      if (ones != 0) {
+        if (len == 0) start = w * 64 + b;
+        len += ones;
+        b += ones;
+        continue;
+      }
+      if (len != 0) {
+        hak_os_purge(a->data + start * HAK_PAGE_SIZE, len * HAK_PAGE_SIZE);
+        hak_gcount(&hak_gstats.purged_bytes, len * HAK_PAGE_SIZE);
+        len = 0;
+      }
+      if (rest == 0) break;
+      b += (unsigned)__builtin_ctzll(rest);
     }
   }
 }
