@@ -487,9 +487,10 @@ static _Atomic(int) fill_score;
 static _Atomic(uint32_t) fill_count;
 
 /* The block of l at [off, off + usable) was just placed; its first-region
- * pages below l->dirty_from hold nothing.  Commit them (malloc only) or make
- * l a probe; neither for a block that realloc's growth will fill by moving
- * pages in, nor in secure mode (which zeroes every block it hands out). */
+ * pages below l->dirty_from hold nothing.  Commit them or make l a probe
+ * (malloc); commit them always for realloc's move (grow), which copies the
+ * old block in at once and is filled up to its new size as a rule; neither
+ * in secure mode (which zeroes every block it hands out). */
 static void large_fill(hak_large_t *l, size_t off, size_t usable, bool zero, bool grow)
 {
   size_t from = off & ~(HAK_PAGE_SIZE - 1), to = l->dirty_from;
@@ -497,9 +498,9 @@ static void large_fill(hak_large_t *l, size_t off, size_t usable, bool zero, boo
   if (to > HAK_SS_SIZE) to = HAK_SS_SIZE;
   to &= ~(HAK_PAGE_SIZE - 1);
   l->probe_from = l->probe_to = 0;
-  if (grow || hak_opt.secure || to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) return;
-  if (!zero && atomic_load_explicit(&fill_score, memory_order_relaxed) > 0 &&
-      atomic_fetch_add_explicit(&fill_count, 1, memory_order_relaxed) % FILL_PROBE_EVERY != 0) {
+  if (hak_opt.secure || to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) return;
+  if (grow || (!zero && atomic_load_explicit(&fill_score, memory_order_relaxed) > 0 &&
+      atomic_fetch_add_explicit(&fill_count, 1, memory_order_relaxed) % FILL_PROBE_EVERY != 0)) {
     hak_os_populate((char *)l + from, to - from);
     return;
   }
