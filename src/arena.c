@@ -62,6 +62,7 @@ _Static_assert(sizeof(hak_arena_t) <= ARENA_META, "the arena header fits its pag
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 static hak_arena_t *arena_first, *arena_last;   /* under arena_lock, oldest first */
 static bool arena_decaying;                     /* under arena_lock: a pass is purging */
+static pthread_cond_t arena_pass_done = PTHREAD_COND_INITIALIZER;  /* signalled when it ends */
 static _Atomic(size_t) arena_idle_pages;        /* relaxed: a hint outside the lock */
 static _Atomic(uint64_t) arena_due_ms;          /* written under the lock; relaxed reads: a hint */
 
@@ -355,6 +356,10 @@ uint64_t hak_arena_decay(uint64_t now, bool force)
   uint64_t due = atomic_load_explicit(&arena_due_ms, memory_order_relaxed);
   if (!force && now < due) return due;
   pthread_mutex_lock(&arena_lock);
+  /* A pass is purging outside the lock: a forced one (malloc_trim) waits
+   * for it, so that every idle page is gone when it returns; another
+   * looks again soon. */
+  while (force && arena_decaying) pthread_cond_wait(&arena_pass_done, &arena_lock);
   if (arena_decaying) {
     pthread_mutex_unlock(&arena_lock);
     return now + 1;
@@ -383,6 +388,7 @@ uint64_t hak_arena_decay(uint64_t now, bool force)
     arena_recount(a);
   }
   arena_decaying = false;
+  pthread_cond_broadcast(&arena_pass_done);
   if (atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) == 0)
     atomic_store_explicit(&arena_due_ms, 0, memory_order_relaxed);
   next = atomic_load_explicit(&arena_due_ms, memory_order_relaxed);
@@ -414,6 +420,7 @@ void hak_arena_after_fork(bool child)
     return;
   }
   pthread_mutex_init(&arena_lock, NULL);
+  pthread_cond_init(&arena_pass_done, NULL);
   for (hak_arena_t *a = arena_first; a != NULL && arena_decaying; a = a->next) {
     for (size_t w = 0; w < ARENA_WORDS; w++) {
       a->free[w] |= a->purging[w];
