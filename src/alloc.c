@@ -240,13 +240,18 @@ static size_t realloc_grow_size(size_t old, size_t n)
   return want < HAK_SMALL_REQ_MAX ? want : HAK_SMALL_REQ_MAX;
 }
 
-/* realloc's move: a new block of n bytes (one with room to grow: large, or
- * a small block that grows), the first min(old, n) bytes copied, p freed;
- * NULL (p untouched) if none. */
+/* realloc's move: a new block of n bytes, the first min(old, n) bytes
+ * copied, p freed; NULL (p untouched) if none.  The new block has room to
+ * grow: a small block that grows; a large block in a mapping of its own,
+ * which later growth extends by mremap; except that a large block that
+ * outgrew its arena run takes another run while the arenas serve n (their
+ * pages are committed: the copy is all the move costs, where a fresh
+ * mapping's pages fault in too). */
 static void *realloc_move(hak_heap_t *h, void *p, size_t old, size_t n)
 {
   void *q;
-  if (n > HAK_SMALL_REQ_MAX) q = n <= HAK_MAX_ALLOC ? alloc_large(h, n, HAK_MIN_ALIGN, false, true) : hak_malloc(n);
+  bool room = old <= HAK_SMALL_REQ_MAX || !hak_large_arena_serves(n);
+  if (n > HAK_SMALL_REQ_MAX) q = n <= HAK_MAX_ALLOC ? alloc_large(h, n, HAK_MIN_ALIGN, false, room) : hak_malloc(n);
   else q = hak_malloc(n > old ? realloc_grow_size(old, n) : n);
   if (q == NULL) return NULL;
   memcpy(q, p, old < n ? old : n);

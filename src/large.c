@@ -807,6 +807,8 @@ static bool large_arena_fits(size_t size, size_t align, bool grow)
          !hak_opt.secure && large_warm();
 }
 
+bool hak_large_arena_serves(size_t size) { return large_arena_fits(size, HAK_MIN_ALIGN, false); }
+
 /* Where an arena block may start in its run: past the header, the header's
  * address and the canary word (the block may share the header's page). */
 #define ARENA_BLOCK_MIN (hak_align_up(sizeof(hak_large_t), HAK_MIN_ALIGN) + 2 * sizeof(uintptr_t))

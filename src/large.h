@@ -6,6 +6,9 @@
 
 /* grow: realloc's new block, placed with room to grow (large.c's layout). */
 void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool grow);
+/* Whether a block of size bytes with the default alignment would come from
+ * the page arenas now (large.c, "arena blocks"). */
+bool  hak_large_arena_serves(size_t size);
 void  hak_large_retire(hak_large_t *l);   /* outside any read-side section */
 void  hak_large_trim(void);
 void  hak_large_decay(void);              /* purge cache entries idle past the purge delay */

@@ -1284,7 +1284,8 @@ static void test_arena_decay(void) {
 
 /* realloc of an arena block: grows in place into free pages after its run,
  * shrinks in place (its tail pages then serve another block), and moves
- * when the pages after it are taken; the contents are kept every time. */
+ * to another run of the arena when the pages after it are taken; the
+ * contents are kept every time. */
 static void test_arena_realloc(void) {
   if (!arena_begin("arena: realloc grows and shrinks in place, moves when it must, keeps the contents")) return;
   const uint64_t seed = 0xA7E4A;
@@ -1306,6 +1307,8 @@ static void test_arena_realloc(void) {
   unsigned char *u = hak_realloc(r, 2 * MiB);
   REQUIRE(u != NULL, "hak_realloc(1 -> 2 MiB)");
   CHECK(u != r, "1 -> 2 MiB with the pages after it taken: stayed at %p", (void *)r);
+  CHECK((uintptr_t)u >> 26 == (uintptr_t)r >> 26, "1 -> 2 MiB moved from %p to %p, out of its 64 MiB arena (a block "
+        "the arenas serve moves to another run)", (void *)r, (void *)u);
   CHECK(pat_verify(u, 0, 1 * MiB, seed) == 1 * MiB, "1 -> 2 MiB moved: contents changed");
   hak_free(t);
   hak_free(u);
