@@ -241,12 +241,12 @@ static size_t realloc_grow_size(size_t old, size_t n)
 }
 
 /* realloc's move: a new block of n bytes, the first min(old, n) bytes
- * copied, p freed; NULL (p untouched) if none.  The new block has room to
- * grow: a small block that grows; a large block in a mapping of its own,
- * which later growth extends by mremap; except that a large block that
- * outgrew its arena run takes another run while the arenas serve n (their
- * pages are committed: the copy is all the move costs, where a fresh
- * mapping's pages fault in too). */
+ * copied, p freed; NULL (p untouched) if none.  A small block that grows
+ * gets room to grow, and so does a large one: a mapping of its own, which
+ * later growth extends by mremap.  But a large block that outgrew its arena
+ * run takes another run while the arenas serve n: their pages are
+ * committed, so the copy is all the move costs, where a fresh mapping's
+ * pages fault in too. */
 static void *realloc_move(hak_heap_t *h, void *p, size_t old, size_t n)
 {
   void *q;

@@ -1,9 +1,10 @@
 /* Large blocks (beyond the largest size class, or aligned beyond a page):
  * each has its own mapping, aligned to 2 MiB and covering whole 2 MiB
  * regions, so the registry maps every region it covers to its header;
- * except, unless HAKMEM_LARGE_ARENA=0, while the cache is warm, blocks of up to 8 MiB with the default
- * alignment, which take runs of pages in the page arenas (arena.c; "arena
- * blocks" below: their layout and what they trade).
+ * except, unless HAKMEM_LARGE_ARENA=0, while the cache is warm, blocks of
+ * up to 8 MiB with the default alignment, which take runs of pages in the
+ * page arenas (arena.c; "arena blocks" below: their layout and what they
+ * trade).
  *
  * Layout of a mapping (E = map_size - GUARD):
  *   [0, PAGE)      the header (hak_large_t), always readable and writable;
