@@ -250,8 +250,9 @@ static size_t realloc_grow_size(size_t old, size_t n)
 static void *realloc_move(hak_heap_t *h, void *p, size_t old, size_t n)
 {
   void *q;
-  bool room = old <= HAK_SMALL_REQ_MAX || !hak_large_arena_serves(n);
-  if (n > HAK_SMALL_REQ_MAX) q = n <= HAK_MAX_ALLOC ? alloc_large(h, n, HAK_MIN_ALIGN, false, room) : hak_malloc(n);
+  if (n > HAK_MAX_ALLOC) q = hak_malloc(n);  /* its ENOMEM */
+  else if (n > HAK_SMALL_REQ_MAX)
+    q = alloc_large(h, n, HAK_MIN_ALIGN, false, old <= HAK_SMALL_REQ_MAX || !hak_large_arena_serves(n));
   else q = hak_malloc(n > old ? realloc_grow_size(old, n) : n);
   if (q == NULL) return NULL;
   memcpy(q, p, old < n ? old : n);

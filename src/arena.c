@@ -427,7 +427,7 @@ void hak_arena_after_fork(bool child)
       a->purging[w] = 0;
     }
     arena_recount(a);
-    atomic_store_explicit(&arena_due_ms, 1, memory_order_relaxed);  /* due: the next pass looks again */
   }
+  if (arena_decaying) atomic_store_explicit(&arena_due_ms, 1, memory_order_relaxed);  /* due: the next pass looks again */
   arena_decaying = false;
 }

@@ -1359,8 +1359,7 @@ static long anon_huge_kb(const void *p) {
   long kb = -1;
   while (fgets(line, sizeof line, f) != NULL) {
     unsigned long lo, hi;
-    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ':') != NULL && line[0] != ' ' &&
-        strncmp(line, "AnonHugePages", 13) != 0) {
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {  /* a mapping's first line; field lines name a field */
       in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
       continue;
     }
