@@ -36,8 +36,8 @@ void   hak_free_aligned_sized(void *p, size_t alignment, size_t size);
  * (allocs, frees, remote_frees, live_bytes, large_*, foreign_frees, slabs)
  * are kept only when the environment has HAKMEM_STATS=1 or 2 at start-up
  * (they cost two counter updates per malloc+free); the mapping counters
- * (superslabs_*, mapped_bytes, purged_bytes, large_cached_bytes,
- * heaps_abandoned) always are.  Fields are only ever added at the end. */
+ * (superslabs_*, mapped_bytes, purged_bytes, refaulted_bytes,
+ * large_cached_bytes, heaps_abandoned) always are.  Fields are only ever added at the end. */
 typedef struct hak_stats {
   uint64_t allocs;             /* blocks handed out (small and large) */
   uint64_t frees;              /* blocks taken back, by any thread */
@@ -62,6 +62,9 @@ typedef struct hak_stats {
   /* added after them: */
   uint64_t idle_reclaims;      /* passes of the purger thread that took back
                                   blocks or pages from an idle thread's heap */
+  uint64_t refaulted_bytes;    /* of purged_bytes: pages a new slab took again
+                                  before the heap's next purge (each such slab
+                                  makes that heap wait longer before purging) */
 } hak_stats_t;
 
 void hak_stats_get(hak_stats_t *out);

@@ -168,6 +168,7 @@ void hak_stats_get(hak_stats_t *out)
   out->large_cached_bytes = hak_large_cached_bytes();
   out->superslabs_purged = hak_counter_read(&hak_gstats.ss_purged);
   out->purged_bytes = hak_counter_read(&hak_gstats.purged_bytes);
+  out->refaulted_bytes = hak_counter_read(&hak_gstats.refaulted_bytes);
   out->peak_rss_bytes = peak_rss();
   for (size_t c = 0; c < HAK_NUM_CLASSES; c++) out->slabs += t.slabs[c];
 }
@@ -445,6 +446,7 @@ static void report_details(hak_out_t *o, const hak_stats_t *s)
   hak_out_kv(o, "mapped", s->superslabs_mapped);
   hak_out_kv(o, "purged", s->superslabs_purged);
   hak_out_kv(o, "purged_kb", s->purged_bytes >> 10);
+  hak_out_kv(o, "refaulted_kb", s->refaulted_bytes >> 10);
   hak_out_kv(o, "unmapped", s->superslabs_unmapped);
   hak_out_kv(o, "adopted", s->superslabs_adopted);
   hak_out_kv(o, "slabs", s->slabs);

@@ -181,6 +181,8 @@ typedef struct hak_superslab {
   uint32_t dirty_units;             /* owner: free units that may be committed */
   uint32_t dirty_aged;              /* owner: those of them that were already
                                        dirty at the owner's last purge sweep */
+  uint32_t purged_units;            /* owner: units its last aged sweep purged and
+                                       no slab took since (superslab.c) */
   struct hak_superslab *prev, *next;/* owner heap's SuperSlab list; while in the
                                        empty-SuperSlab cache, its list (superslab.c) */
   uint64_t cached_ms;               /* when it entered that cache (under its lock) */
@@ -299,7 +301,8 @@ typedef struct hak_pend {
  *               functions)
  *   tcache      tcache, tcache_room, tcache_grown
  *   partial     partial
- *   superslab   owned, ss_list, ss_tail, unused_ss, dirty_units, swept_ms, color
+ *   superslab   owned, ss_list, ss_tail, unused_ss, dirty_units, swept_ms,
+ *               purge_shift, purge_calm, purge_regret, color
  *   remote      pend_key, pend_runs, pend; delayed (other threads push, the
  *               owner takes)
  *   stats       id, tid, name, rrow; stats is counted through stats.h's
@@ -349,6 +352,12 @@ struct hak_heap {
   uint32_t unused_ss;                        /* owned SuperSlabs fully empty */
   uint32_t dirty_units;                     /* free units maybe committed */
   uint64_t swept_ms;                        /* last purge sweep (superslab.c) */
+  /* The aged sweeps' delay is the purge delay << purge_shift (superslab.c,
+   * hak_ss_purge): raised when a slab takes units the last sweep purged
+   * (purge_regret: since that sweep), lowered after PURGE_CALM_SWEEPS
+   * sweeps in a row without (purge_calm counts them). */
+  uint8_t purge_shift, purge_calm;
+  bool purge_regret;
   uint64_t maintained_ms;                   /* last heap_maintain pass */
   uint8_t color[HAK_NUM_CLASSES];           /* colour of the class's next slab (superslab.c) */
   /* Remote frees held back (remote.c, "pending frees"), by slab; all
@@ -466,6 +475,7 @@ typedef struct hak_global_stats {
   _Alignas(HAK_CACHE_LINE) hak_heap_stats_t folded;  /* whole lines: no read-mostly neighbour */
   _Atomic(uint64_t) ss_mapped, ss_unmapped, mapped_bytes;
   _Atomic(uint64_t) ss_purged, purged_bytes;   /* purge passes over a SuperSlab's free units */
+  _Atomic(uint64_t) refaulted_bytes;           /* of those, taken by a slab before the next sweep */
   _Atomic(uint64_t) heaps_abandoned, ss_adopted;
   _Atomic(uint64_t) idle_reclaims;             /* heap.c, "idle heaps" */
 } hak_global_stats_t;

@@ -7,7 +7,8 @@
  * last free: a busy SuperSlab never reached the delay, and its idle free
  * units stayed resident for as long as the program ran.)  And units freed a
  * moment ago are not purged at once: the next refill reuses them without
- * page faults.
+ * page faults.  And a heap whose new slab takes units its last sweep purged
+ * (they fault in again) waits longer before its next sweeps.
  *
  * Layout, in the process's first SuperSlab (one thread, nothing else
  * allocated through hak_*): slab X of three 80 KiB blocks (4 units), then
@@ -64,6 +65,61 @@ static void cycle_slab(uintptr_t lo, uintptr_t hi)
   for (int i = 0; i < 4; i++) hak_free(z[i]);
 }
 
+/* Cycle slabs until [p, p + n) is no longer resident or `limit` ms have
+ * passed; the ms it took. */
+static uint64_t cycle_until_purged(const void *p, size_t n, uintptr_t lo, uintptr_t hi, uint64_t limit)
+{
+  uint64_t start = now_ms();
+  while (now_ms() - start < limit && resident_pages(p, n) != 0) {
+    cycle_slab(lo, hi);
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  return now_ms() - start;
+}
+
+/* Right after the sweep that purged slab X's units: a new slab of X's class
+ * takes them again (the cycling slabs' units are held, so X's are the first
+ * free run).  Those pages fault in again: counted in refaulted_bytes, and
+ * the heap's sweeps now come at least twice the delay apart, so X's units,
+ * released again, stay resident for at least three delays (one to two
+ * before: the test fails on a heap with a fixed delay), and still go back. */
+static void refault_backoff(char **x, void *x3, uintptr_t lo, uintptr_t hi)
+{
+  ts_check_section("refault backoff");
+  hak_stats_t before, after;
+  hak_stats_get(&before);
+  void *z[4], *y[6];
+  for (int i = 0; i < 4; i++) {
+    z[i] = hak_malloc(192 * KiB);
+    REQUIRE(z[i] != NULL, "hak_malloc(192 KiB)");
+  }
+  /* y[0], y[1] fill x3's slab, y[2..4] a new slab, y[5] the one after
+   * (current, so that the one before can be released when empty). */
+  for (int i = 0; i < 6; i++) {
+    y[i] = hak_malloc(80 * KiB - 24);
+    REQUIRE(y[i] != NULL, "hak_malloc(80 KiB)");
+  }
+  hak_stats_get(&after);
+  REQUIRE((uintptr_t)y[2] == (uintptr_t)x[0] && (uintptr_t)y[4] == (uintptr_t)x[2],
+          "the new slab's blocks %p..%p are not slab X's %p..%p: the layout this test needs changed", y[2], y[4],
+          (void *)x[0], (void *)x[2]);
+  (void)x3;
+  CHECK(after.refaulted_bytes - before.refaulted_bytes == 4 * 64 * KiB,
+        "refaulted_bytes grew by %llu, not by slab X's 4 purged units (256 KiB)",
+        (unsigned long long)(after.refaulted_bytes - before.refaulted_bytes));
+  for (int i = 2; i < 5; i++) memset(y[i], 2, 80 * KiB - 24);
+  for (int i = 2; i < 5; i++) hak_free(y[i]);  /* X's slab empty again: released, its units dirty */
+  for (int i = 0; i < 4; i++) hak_free(z[i]);
+  uint64_t took = cycle_until_purged(x[1], 80 * KiB, lo, hi, 40 * DELAY_MS);
+  CHECK(resident_pages(x[1], 80 * KiB) == 0, "slab X's pages still resident %llu ms after its second release",
+        (unsigned long long)took);
+  CHECK(took >= 3 * DELAY_MS, "slab X's units went back %llu ms after a sweep that purged them had to be undone: "
+        "the sweeps did not wait longer (3 delays at least)", (unsigned long long)took);
+  for (int i = 0; i < 6; i++)
+    if (i < 2 || i == 5) hak_free(y[i]);
+}
+
 int main(void)
 {
   const char *d = getenv("HAKMEM_PURGE_DELAY_MS");
@@ -107,6 +163,7 @@ int main(void)
   }
   CHECK(left == 0, "%zu of slab X's 20 pages still resident after %d slab releases over %llu ms in its SuperSlab",
         left, cycles, (unsigned long long)(now_ms() - start));
+  if (left == 0) refault_backoff(x, x3, lo, hi);
   hak_free(x3);
   return ts_check_finish("unit_purge");
 }
