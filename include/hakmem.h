@@ -37,7 +37,8 @@ void   hak_free_aligned_sized(void *p, size_t alignment, size_t size);
  * are kept only when the environment has HAKMEM_STATS=1 or 2 at start-up
  * (they cost two counter updates per malloc+free); the mapping counters
  * (superslabs_*, mapped_bytes, purged_bytes, refaulted_bytes,
- * large_cached_bytes, heaps_abandoned) always are.  Fields are only ever added at the end. */
+ * large_cached_bytes, heaps_abandoned) always are.  Fields are only ever
+ * added at the end. */
 typedef struct hak_stats {
   uint64_t allocs;             /* blocks handed out (small and large) */
   uint64_t frees;              /* blocks taken back, by any thread */

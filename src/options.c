@@ -35,7 +35,8 @@
     "are zeroed when freed and checked zero when reused; freed large mappings become inaccessible and "   \
     "reused ones are zeroed, without huge pages")                                                         \
   X(purge_delay_ms, "HAKMEM_PURGE_DELAY_MS", "ms", 0, 50, 0, 3600000,                                      \
-    "free pages stay committed this long (SuperSlab units: one to two times it, up to 16 times in a heap that faults its purged units back in) before `MADV_DONTNEED` "  \
+    "free pages stay committed this long (SuperSlab units: one to two times it, up to 16 times in a "      \
+    "heap that faults its purged units back in) before `MADV_DONTNEED` "                                  \
     "(SuperSlab units and cached large mappings)")                                                        \
   X(purge_threshold, "HAKMEM_PURGE_THRESHOLD_KB", "KiB", 10, 8192, 0, 1073741824,                          \
     "... unless a heap holds more free pages than this: then after a quarter of the delay")               \

@@ -84,7 +84,7 @@ static uint64_t cycle_until_purged(const void *p, size_t n, uintptr_t lo, uintpt
  * the heap's sweeps now come at least twice the delay apart, so X's units,
  * released again, stay resident for at least three delays (one to two
  * before: the test fails on a heap with a fixed delay), and still go back. */
-static void refault_backoff(char **x, void *x3, uintptr_t lo, uintptr_t hi)
+static void refault_backoff(char **x, uintptr_t lo, uintptr_t hi)
 {
   ts_check_section("refault backoff");
   hak_stats_t before, after;
@@ -104,7 +104,6 @@ static void refault_backoff(char **x, void *x3, uintptr_t lo, uintptr_t hi)
   REQUIRE((uintptr_t)y[2] == (uintptr_t)x[0] && (uintptr_t)y[4] == (uintptr_t)x[2],
           "the new slab's blocks %p..%p are not slab X's %p..%p: the layout this test needs changed", y[2], y[4],
           (void *)x[0], (void *)x[2]);
-  (void)x3;
   CHECK(after.refaulted_bytes - before.refaulted_bytes == 4 * 64 * KiB,
         "refaulted_bytes grew by %llu, not by slab X's 4 purged units (256 KiB)",
         (unsigned long long)(after.refaulted_bytes - before.refaulted_bytes));
@@ -163,7 +162,7 @@ int main(void)
   }
   CHECK(left == 0, "%zu of slab X's 20 pages still resident after %d slab releases over %llu ms in its SuperSlab",
         left, cycles, (unsigned long long)(now_ms() - start));
-  if (left == 0) refault_backoff(x, x3, lo, hi);
+  if (left == 0) refault_backoff(x, lo, hi);
   hak_free(x3);
   return ts_check_finish("unit_purge");
 }
