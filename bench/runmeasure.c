@@ -9,10 +9,11 @@
  *
  * When the child ends, one line goes to result_file (stderr without -o):
  *
- *   maxrss_kb=<N> wall_s=<S> status=<exit:C | signal:N | timeout>
+ *   maxrss_kb=<N> minflt=<N> wall_s=<S> status=<exit:C | signal:N | timeout>
  *
  * maxrss_kb is the child's ru_maxrss from wait4(): its peak resident set in
- * KiB.  If the child outlives timeout_s seconds it is killed with SIGKILL.
+ * KiB; minflt its ru_minflt, the minor page faults it took (a first touch of
+ * a page, or a touch of one given back with madvise).  If the child outlives timeout_s seconds it is killed with SIGKILL.
  * Exit status: the child's, 128+N for a signal, 124 for a timeout, 125 for a
  * usage error, 127 if the program could not be executed.
  */
@@ -125,7 +126,7 @@ int main(int argc, char **argv)
             return 125;
         }
     }
-    fprintf(out, "maxrss_kb=%ld wall_s=%.3f status=%s\n", ru.ru_maxrss, wall, status);
+    fprintf(out, "maxrss_kb=%ld minflt=%ld wall_s=%.3f status=%s\n", ru.ru_maxrss, ru.ru_minflt, wall, status);
     if (out != stderr)
         fclose(out);
     return rc;

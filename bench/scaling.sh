@@ -112,7 +112,7 @@ resolve_allocators "$ALLOCATORS"
 mkdir -p "$OUT"
 RAW=$OUT/raw.csv
 LOG=$OUT/stderr.log
-echo "workload,threads,allocator,run,ops_per_s,maxrss_kb,wall_s,status,extra,ops,secs" >"$RAW"
+echo "workload,threads,allocator,run,ops_per_s,maxrss_kb,wall_s,status,extra,ops,secs,minflt" >"$RAW"
 : >"$LOG"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -163,8 +163,9 @@ for w in $WORKLOADS; do
         set +e
         stdout=$("$BIN/runmeasure" -p "$lib" -t "$to" -o "$tmp/res" -- "${cmd[@]}" 2>>"$LOG")
         set -e
-        res=$(cat "$tmp/res" 2>/dev/null || echo "maxrss_kb=0 wall_s=0 status=norun")
+        res=$(cat "$tmp/res" 2>/dev/null || echo "maxrss_kb=0 minflt=0 wall_s=0 status=norun")
         rss=$(sed -n 's/.*maxrss_kb=\([0-9]*\).*/\1/p' <<<"$res")
+        flt=$(sed -n 's/.*minflt=\([0-9]*\).*/\1/p' <<<"$res")
         wall=$(sed -n 's/.*wall_s=\([0-9.]*\).*/\1/p' <<<"$res")
         status=$(sed -n 's/.*status=\([^ ]*\).*/\1/p' <<<"$res")
         extra= nops= secs=
@@ -193,7 +194,7 @@ for w in $WORKLOADS; do
         else
           [[ -n $stdout ]] && echo "$stdout" >>"$LOG"
         fi
-        echo "$w,$t,$name,$r,${ops:-NA},${rss:-0},${wall:-0},$status,$extra,${nops:-},${secs:-}" >>"$RAW"
+        echo "$w,$t,$name,$r,${ops:-NA},${rss:-0},${wall:-0},$status,$extra,${nops:-},${secs:-},${flt:-0}" >>"$RAW"
         done_runs=$((done_runs + 1))
         el=$((SECONDS - t_start))
         eta=$(((total - done_runs) * el / done_runs))
@@ -267,7 +268,7 @@ NR == 1 { next }
   k = $1 SUBSEP $2 SUBSEP $3
   runs[k]++
   if ($5 != "NA") {
-    n = ++ok[k]; ops[k, n] = $5 + 0; rss[k, n] = $6 + 0; secs[k, n] = ($11 == "") ? -1 : $11 + 0
+    n = ++ok[k]; ops[k, n] = $5 + 0; rss[k, n] = $6 + 0; secs[k, n] = ($11 == "") ? -1 : $11 + 0; flt[k, n] = $12 + 0
     byrun[k, $4 + 0] = $5 + 0
     if (match($9, /shared=[0-9.]+/)) shared[k, n] = substr($9, RSTART + 7, RLENGTH - 7) + 0
     if (match($9, /live_peak_mib=[0-9]+/) && (lp = substr($9, RSTART + 14, RLENGTH - 14) + 0) > 0)
@@ -277,13 +278,13 @@ NR == 1 { next }
 END {
   nw = split(WL, wl, " "); nt = split(TH, th, " "); na = split(AL, al, " ")
   hashak = 0; for (a = 1; a <= na; a++) if (al[a] == "hakmem") hashak = 1
-  print "workload,threads,allocator,runs,runs_ok,median_ops_per_s,min_ops_per_s,max_ops_per_s,median_maxrss_kb,median_secs,ops_vs_best,rss_vs_lowest,hakmem_vs_this_paired" > SUMMARY
+  print "workload,threads,allocator,runs,runs_ok,median_ops_per_s,min_ops_per_s,max_ops_per_s,median_maxrss_kb,median_secs,ops_vs_best,rss_vs_lowest,hakmem_vs_this_paired,median_minflt,minflt_vs_lowest" > SUMMARY
   for (w = 1; w <= nw; w++) for (t = 1; t <= nt; t++) for (a = 1; a <= na; a++) {
     k = wl[w] SUBSEP th[t] SUBSEP al[a]
     n = ok[k] + 0
     if (n == 0) { med[k] = ""; mrss[k] = ""; continue }
-    for (i = 1; i <= n; i++) { x[i] = ops[k, i]; y[i] = rss[k, i]; z[i] = secs[k, i] }
-    med[k] = median(x, n); mrss[k] = median(y, n); msecs[k] = median(z, n)
+    for (i = 1; i <= n; i++) { x[i] = ops[k, i]; y[i] = rss[k, i]; z[i] = secs[k, i]; fz[i] = flt[k, i] }
+    med[k] = median(x, n); mrss[k] = median(y, n); msecs[k] = median(z, n); mflt[k] = median(fz, n)
     mn[k] = x[1]; mx[k] = x[n]
   }
   # hakmem / this allocator, paired by round: the median over the rounds of
@@ -299,45 +300,50 @@ END {
       if (((kh, r) in byrun) && ((k, r) in byrun) && byrun[k, r] > 0) q[++m] = byrun[kh, r] / byrun[k, r]
     if (m > 0) paired[k] = median(q, m)
   }
-  # per workload and thread count: the best throughput and the lowest peak RSS
+  # per workload and thread count: the best throughput, the lowest peak RSS
+  # and the fewest minor faults
   for (w = 1; w <= nw; w++) for (t = 1; t <= nt; t++) {
-    kb = wl[w] SUBSEP th[t]; best[kb] = 0; low[kb] = 0
+    kb = wl[w] SUBSEP th[t]; best[kb] = 0; low[kb] = 0; lowf[kb] = -1
     for (a = 1; a <= na; a++) {
       k = wl[w] SUBSEP th[t] SUBSEP al[a]
       if (med[k] == "") continue
       if (med[k] > best[kb]) best[kb] = med[k]
       if (mrss[k] > 0 && (low[kb] == 0 || mrss[k] < low[kb])) low[kb] = mrss[k]
+      if (lowf[kb] < 0 || mflt[k] < lowf[kb]) lowf[kb] = mflt[k]
     }
   }
   for (w = 1; w <= nw; w++) for (t = 1; t <= nt; t++) for (a = 1; a <= na; a++) {
     k = wl[w] SUBSEP th[t] SUBSEP al[a]; kb = wl[w] SUBSEP th[t]
-    if (med[k] == "") { printf "%s,%s,%s,%d,0,,,,,,,,\n", wl[w], th[t], al[a], runs[k] >> SUMMARY; continue }
+    if (med[k] == "") { printf "%s,%s,%s,%d,0,,,,,,,,,,\n", wl[w], th[t], al[a], runs[k] >> SUMMARY; continue }
     vbest[k] = (med[k] > 0) ? best[kb] / med[k] : 0
     vlow[k] = (low[kb] > 0) ? mrss[k] / low[kb] : 0
-    printf "%s,%s,%s,%d,%d,%s,%s,%s,%.0f,%s,%.3f,%.3f,%s\n", wl[w], th[t], al[a], runs[k], ok[k], num(med[k]), num(mn[k]), num(mx[k]), mrss[k],
-      (msecs[k] >= 0) ? sprintf("%.6f", msecs[k]) : "", vbest[k], vlow[k], (paired[k] != "") ? sprintf("%.3f", paired[k]) : "" >> SUMMARY
+    vlowf[k] = (lowf[kb] > 0) ? mflt[k] / lowf[kb] : 0
+    printf "%s,%s,%s,%d,%d,%s,%s,%s,%.0f,%s,%.3f,%.3f,%s,%.0f,%.3f\n", wl[w], th[t], al[a], runs[k], ok[k], num(med[k]), num(mn[k]), num(mx[k]), mrss[k],
+      (msecs[k] >= 0) ? sprintf("%.6f", msecs[k]) : "", vbest[k], vlow[k], (paired[k] != "") ? sprintf("%.3f", paired[k]) : "", mflt[k], vlowf[k] >> SUMMARY
   }
   close(SUMMARY)
 
-  printf "| %-10s | %7s | %-9s | %14s | %13s | %9s | %11s | %11s | %9s | %10s |\n", "workload", "threads", "allocator", "ops/s (median)", "peak RSS", "vs 1T", "hakmem/peer", "paired", "time/best", "RSS/lowest"
-  printf "|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------", "--------:", "-----------", "---------------:", "--------------:", "----------:", "------------:", "------------:", "----------:", "-----------:"
+  printf "| %-10s | %7s | %-9s | %14s | %13s | %12s | %9s | %11s | %11s | %9s | %10s | %13s |\n", "workload", "threads", "allocator", "ops/s (median)", "peak RSS", "minor faults", "vs 1T", "hakmem/peer", "paired", "time/best", "RSS/lowest", "faults/lowest"
+  printf "|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------", "--------:", "-----------", "---------------:", "--------------:", "-------------:", "----------:", "------------:", "------------:", "----------:", "-----------:", "--------------:"
   for (w = 1; w <= nw; w++) {
     for (t = 1; t <= nt; t++) for (a = 1; a <= na; a++) {
       k = wl[w] SUBSEP th[t] SUBSEP al[a]
       k1 = wl[w] SUBSEP th[1] SUBSEP al[a]
       kh = wl[w] SUBSEP th[t] SUBSEP "hakmem"
-      if (med[k] == "") { cell = "FAIL (0/" runs[k] ")"; rcell = "-"; scale = "-"; ratio = "-"; pr = "-"; tb = "-"; rl = "-" }
+      if (med[k] == "") { cell = "FAIL (0/" runs[k] ")"; rcell = "-"; fcell = "-"; scale = "-"; ratio = "-"; pr = "-"; tb = "-"; rl = "-"; fl = "-" }
       else {
         cell = rate(med[k]); if (ok[k] < runs[k]) cell = cell " (" ok[k] "/" runs[k] " ok)"
         rcell = mib(mrss[k])
+        fcell = rate(mflt[k])
         scale = (med[k1] != "" && med[k1] > 0) ? sprintf("%.2fx", med[k] / med[k1]) : "-"
         if (!hashak || al[a] == "hakmem") ratio = "-"
         else ratio = (med[kh] != "" && med[k] > 0) ? sprintf("%.2fx", med[kh] / med[k]) : "-"
         pr = (paired[k] != "") ? sprintf("%.2fx", paired[k]) : "-"
         tb = vbest[k] > 0 ? sprintf("%.2fx", vbest[k]) : "-"
         rl = vlow[k] > 0 ? sprintf("%.2fx", vlow[k]) : "-"
+        fl = vlowf[k] > 0 ? sprintf("%.2fx", vlowf[k]) : "-"
       }
-      printf "| %-10s | %7s | %-9s | %14s | %13s | %9s | %11s | %11s | %9s | %10s |\n", wl[w], th[t], al[a], cell, rcell, scale, ratio, pr, tb, rl
+      printf "| %-10s | %7s | %-9s | %14s | %13s | %12s | %9s | %11s | %11s | %9s | %10s | %13s |\n", wl[w], th[t], al[a], cell, rcell, fcell, scale, ratio, pr, tb, rl, fl
     }
   }
   print ""
@@ -346,6 +352,7 @@ END {
   if (hashak) print "paired: the median over the rounds of hakmem / this allocator within one round (the runs of a round follow each other, so a swing of the machine between rounds moves both sides; where it differs from hakmem/peer, the machine changed phase during the point)."
   print "time/best: the best median throughput of the row'"'"'s workload and threads / this allocator'"'"'s (1.00x: the fastest; at equal work, its time / the best time)."
   print "RSS/lowest: this allocator'"'"'s median peak RSS / the lowest median of the row'"'"'s workload and threads (1.00x: the least memory)."
+  print "minor faults: the median of the runs'"'"' minor page faults (ru_minflt: pages touched for the first time or again after being given back); faults/lowest: this allocator'"'"'s / the fewest of the row'"'"'s workload and threads."
   for (w = 1; w <= nw; w++) {
     if (wl[w] == "prodcons") print "prodcons: threads = producer/consumer pairs (2T threads)."
     if (wl[w] == "pcqueue") print "pcqueue: threads = producer/consumer pairs (2T threads); ops = frees."
