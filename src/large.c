@@ -170,8 +170,19 @@ static inline size_t large_end(const hak_large_t *l)
 }
 
 /* Committed pages of the block area (an estimate from above: pages in
- * [dirty_from, E) may be committed, pages below it are not). */
-static inline size_t large_committed(const hak_large_t *l) { return large_end(l) - l->dirty_from; }
+ * [dirty_from, dirty_to) may be committed, the others are not). */
+static inline size_t large_committed(const hak_large_t *l)
+{
+  return l->dirty_to > l->dirty_from ? l->dirty_to - l->dirty_from : 0;
+}
+
+/* The block of l may touch its area up to offset to (past the first 2 MiB
+ * region, a touch commits the whole huge page). */
+static inline void large_dirty_upto(hak_large_t *l, size_t to)
+{
+  if (to > HAK_SS_SIZE) to = hak_align_up(to, HAK_SS_SIZE);
+  if (to > l->dirty_to) l->dirty_to = to;
+}
 
 /* The most canary bytes after a fresh block (top comment). */
 #define TAIL_MAX 64
@@ -256,6 +267,7 @@ static void large_purge_below(hak_large_t *l, size_t keep)
   if (keep <= from) return;
   hak_os_purge((char *)l + from, keep - from);
   l->dirty_from = keep;
+  if (keep >= l->dirty_to) l->dirty_to = 0;  /* nothing left committed */
 }
 
 /* ------------------------------------------------------------------ cache */
@@ -309,10 +321,10 @@ static bool cache_put_slot(hak_large_t *l)
  * caller purges many spare pages), then the smallest.  Choosing the
  * smallest mapping that holds the block first (before) took a purged
  * mapping over a dirty one a little too small: a whole block of page
- * faults, and the dirty one purged later.  NULL if the cache is empty. */
-static hak_large_t *cache_take(size_t need)
+ * faults, and the dirty one purged later.  NULL if the cache is empty or
+ * another thread took the mapping picked first. */
+static hak_large_t *cache_take_once(size_t need)
 {
-  if (atomic_load_explicit(&cache_count, memory_order_relaxed) == 0) return NULL;
   int pick = -1;
   size_t pick_fresh = SIZE_MAX, pick_spare = SIZE_MAX, pick_size = SIZE_MAX;
   bool pick_fits = false;
@@ -334,6 +346,21 @@ static hak_large_t *cache_take(size_t need)
     pick_fits = fits;
   }
   return pick >= 0 ? cache_take_slot((unsigned)pick) : NULL;
+}
+
+/* cache_take_once until it takes a mapping or the cache is empty: a slot
+ * another thread emptied between the scan and the exchange is no reason
+ * to map fresh pages (realloc at 2 threads mapped 63 new mappings a second
+ * so, and faulted 20k pages where 7k do).  Each failed try means another
+ * thread took a mapping, so the tries are bounded by the slots. */
+static hak_large_t *cache_take(size_t need)
+{
+  for (unsigned tries = 0; tries < CACHE_SLOTS; tries++) {
+    if (atomic_load_explicit(&cache_count, memory_order_relaxed) == 0) return NULL;
+    hak_large_t *l = cache_take_once(need);
+    if (l != NULL) return l;
+  }
+  return NULL;
 }
 
 /* Purge cached mappings, oldest slots first, until the cache's committed
@@ -733,6 +760,7 @@ static hak_large_t *large_map(size_t map_size, size_t map_align, size_t *fresh_f
   l->map_base = l;
   l->map_size = map_size;
   l->dirty_from = end;
+  l->dirty_to = 0;
   *fresh_from = end;
   hak_gcount(&hak_gstats.mapped_bytes, map_size);
   if (!hak_map_set_range(l, map_size, large_region_tag_base(l))) {
@@ -825,7 +853,7 @@ static void *large_arena_alloc(hak_heap_t *h, size_t size, bool zero)
   l->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);
   l->map_base = NULL;
   l->map_size = 0;
-  l->dirty_from = 0;
+  l->dirty_from = l->dirty_to = 0;  /* an arena block is never cached */
   l->freed_ms = 0;
   l->probe_from = l->probe_to = 0;
   l->arena_pages = (uint32_t)pages;
@@ -945,6 +973,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   large_write_tail(l);
   /* The holder may write all of it, and a huge page commits its region. */
   if (l->dirty_from > large_region_floor(below)) l->dirty_from = large_region_floor(below);
+  large_dirty_upto(l, off + usable);
   large_publish(h, l);
   /* The bound holds at every allocation too, not only at frees: the
    * pages cached below the peak give way as the live bytes climb back to
@@ -1095,8 +1124,12 @@ void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size)
     size_t from = off + usable, to = off + l->usable;
     if (from >= HAK_SS_SIZE) from = hak_align_up(from, HAK_SS_SIZE);
     to = large_region_floor(to);
-    if (to > from) hak_os_purge((char *)l + from, to - from);
+    if (to > from) {
+      hak_os_purge((char *)l + from, to - from);
+      if (to >= l->dirty_to) l->dirty_to = from;
+    }
   }
+  large_dirty_upto(l, off + usable);
   if (usable > l->usable) count_large(h, true, 0, usable - l->usable);
   else if (usable < l->usable) count_large(h, false, 0, l->usable - usable);
   l->usable = usable;  /* page-rounded: no canary bytes (large_tail) */

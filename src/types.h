@@ -441,7 +441,11 @@ typedef struct hak_handoff {
  * The mapping's layout is in large.c.  dirty_from: the offset from which
  * the block area (up to the guard) may hold non-zero data; the pages
  * between the header page and it read as zero (never touched since mapped
- * or purged).  [probe_from, probe_to): the pages of the first 2 MiB region
+ * or purged).  dirty_to: the pages at or past it (up to the guard) hold
+ * nothing either, so the block area's committed pages all lie in
+ * [dirty_from, dirty_to) (none if dirty_to <= dirty_from): a block that
+ * realloc placed at the bottom of its area and grew to a part of it has
+ * committed no more than that part.  [probe_from, probe_to): the pages of the first 2 MiB region
  * that held nothing when the block was allocated and were left to fault in
  * (large.c's fill probe; equal: none), written with the block's header.
  * A block in an arena run (arena_pages != 0) has the header in the run's
@@ -454,7 +458,7 @@ typedef struct hak_large {
   size_t map_size;
   void *user;
   size_t usable;
-  size_t dirty_from;
+  size_t dirty_from, dirty_to;
   uint32_t owner_id;          /* id of the allocating heap (0: none): remote-free count */
   size_t live_counted;        /* what its allocation added to large.c's live total */
   uint64_t freed_ms;          /* when it went to the cache */
