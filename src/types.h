@@ -400,8 +400,9 @@ struct hak_heap {
   /* The purger's own bookkeeping (its thread only): the lock word it saw
    * last, how many of its passes it still skips this heap (an idle heap
    * with nothing to give back is looked at less and less often: 1, 2, 4
-   * .. 32 passes), and the exponent. */
-  uint32_t reclaim_seen, reclaim_skip, reclaim_backoff;
+   * .. 32 passes), the exponent, and how many looks in a row found it
+   * idle. */
+  uint32_t reclaim_seen, reclaim_skip, reclaim_backoff, reclaim_idle;
   /* Blocks freed by other threads into this heap's full slabs (MPSC stack:
    * remote freers push with CAS, the owner takes all with one exchange). */
   _Alignas(HAK_CACHE_LINE) _Atomic(hak_block_t *) delayed;
