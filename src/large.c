@@ -350,9 +350,10 @@ static hak_large_t *cache_take_once(size_t need)
 
 /* cache_take_once until it takes a mapping or the cache is empty: a slot
  * another thread emptied between the scan and the exchange is no reason
- * to map fresh pages (realloc at 2 threads mapped 63 new mappings a second
- * so, and faulted 20k pages where 7k do).  Each failed try means another
- * thread took a mapping, so the tries are bounded by the slots. */
+ * to map fresh pages (bench/realloc_grow.c at 2 threads mapped 63 new
+ * mappings a second so, and faulted 20k pages where 7k do).  Each failed
+ * try means another thread took a mapping, so the tries are bounded by the
+ * slots. */
 static hak_large_t *cache_take(size_t need)
 {
   for (unsigned tries = 0; tries < CACHE_SLOTS; tries++) {

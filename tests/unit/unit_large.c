@@ -594,7 +594,7 @@ static void test_cache_bound(void) {
  * mapping holds about 300 KiB of pages, and the cache counts those, not
  * the area: the cache's bound (a quarter of HAKMEM_LARGE_CACHE_KB) is of
  * committed pages, and counting untouched ones made the cache purge pages
- * that the next buffers faulted in again (bench/realloc at 4 threads: 48k
+ * that the next buffers faulted in again (bench/realloc_grow.c at 4 threads: 48k
  * faults a second against 19k).  Not in secure mode, whose freed mappings
  * give their pages back at once. */
 static void test_cache_counts_reached(void) {
