@@ -13,7 +13,8 @@
  *
  * maxrss_kb is the child's ru_maxrss from wait4(): its peak resident set in
  * KiB; minflt its ru_minflt, the minor page faults it took (a first touch of
- * a page, or a touch of one given back with madvise).  If the child outlives timeout_s seconds it is killed with SIGKILL.
+ * a page, or a touch of one given back with madvise).  If the child
+ * outlives timeout_s seconds it is killed with SIGKILL.
  * Exit status: the child's, 128+N for a signal, 124 for a timeout, 125 for a
  * usage error, 127 if the program could not be executed.
  */

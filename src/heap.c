@@ -761,8 +761,9 @@ void hak_heap_lock_wait(hak_heap_t *h)
  * heap idle gives back only the free pages its own sweep would (those
  * idle past their delay, hak_ss_purge): a thread that runs on its thread
  * caches makes no slow-path call for a purge delay and more, and its next
- * refill would fault in again what a full purge gave back (bench/realloc_grow.c
- * at 4 threads: 44 MB a second).  The next look in a row gives back all. */
+ * refill would fault in again what a full purge gave back
+ * (bench/realloc_grow.c at 4 threads: 44 MB a second).  The next look in a
+ * row gives back all. */
 static bool heap_reclaim(hak_heap_t *h)
 {
   uint32_t n = hak_partial_take_back(h);

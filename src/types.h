@@ -297,7 +297,7 @@ typedef struct hak_pend {
  *   heap        cur, tag, state, maintained_ms, pool_link, all_next,
  *               park_prev, park_next, parked_ms, parked, claimed, heir_tag,
  *               heir_ms, lock, reclaim_seen, reclaim_skip,
- *               reclaim_backoff; heir_frees (through heap.h's inline
+ *               reclaim_backoff, reclaim_idle; heir_frees (through heap.h's inline
  *               functions)
  *   tcache      tcache, tcache_room, tcache_grown
  *   partial     partial
@@ -446,9 +446,10 @@ typedef struct hak_handoff {
  * nothing either, so the block area's committed pages all lie in
  * [dirty_from, dirty_to) (none if dirty_to <= dirty_from): a block that
  * realloc placed at the bottom of its area and grew to a part of it has
- * committed no more than that part.  [probe_from, probe_to): the pages of the first 2 MiB region
- * that held nothing when the block was allocated and were left to fault in
- * (large.c's fill probe; equal: none), written with the block's header.
+ * committed no more than that part.  [probe_from, probe_to): the pages of
+ * the first 2 MiB region that held nothing when the block was allocated and
+ * were left to fault in (large.c's fill probe; equal: none), written with
+ * the block's header.
  * A block in an arena run (arena_pages != 0) has the header in the run's
  * first page, no mapping (map_base NULL) and no cache life: freed, the run
  * goes back to its arena (arena.c), and the header with it. */

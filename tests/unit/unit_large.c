@@ -594,9 +594,9 @@ static void test_cache_bound(void) {
  * mapping holds about 300 KiB of pages, and the cache counts those, not
  * the area: the cache's bound (a quarter of HAKMEM_LARGE_CACHE_KB) is of
  * committed pages, and counting untouched ones made the cache purge pages
- * that the next buffers faulted in again (bench/realloc_grow.c at 4 threads: 48k
- * faults a second against 19k).  Not in secure mode, whose freed mappings
- * give their pages back at once. */
+ * that the next buffers faulted in again (bench/realloc_grow.c at 4
+ * threads: 48k faults a second against 19k).  Not in secure mode, whose
+ * freed mappings give their pages back at once. */
 static void test_cache_counts_reached(void) {
   ts_check_begin("a mapping realloc grew to a part of its area counts that part in the cache");
   if (ts_env_flag("HAKMEM_SECURE")) {
