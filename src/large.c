@@ -84,6 +84,7 @@
  * memory. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 #include "large.h"
@@ -110,6 +111,15 @@ static _Atomic(size_t) cache_slot_dirty[CACHE_SLOTS];  /* advisory, like the siz
 static _Atomic(size_t) cache_bytes;          /* dirty bytes cached, advisory */
 static _Atomic(uint32_t) cache_count;        /* mappings cached, advisory */
 static _Atomic(uint64_t) cache_oldest_ms;    /* earliest unpurged entry's free time, 0: none */
+/* Threads that take entries out of the cache to put them back (a decay
+ * pass, cache_make_room), and how many such passes have begun:
+ * hak_large_trim empties the slots again until no pass overlapped its
+ * emptying, so an entry that was out meanwhile (and went back into a slot
+ * already emptied) does not stay cached after it.  seq_cst, with
+ * cache_take_slot's acq_rel exchange: a trim that found a slot already
+ * taken sees the counts that the taker raised first. */
+static _Atomic(uint32_t) cache_borrowers;
+static _Atomic(uint64_t) cache_borrows;
 /* Bytes of large blocks live in the process.  The cache keeps committed
  * pages up to a quarter of hak_opt.large_cache, and beyond that only up to
  * half of the live bytes or what they leave of their recent peak
@@ -282,9 +292,16 @@ static void large_purge_cached(hak_large_t *l)
   if (hak_opt.secure) large_protect(l, false);
 }
 
+/* A pass that takes entries out to put them back begins. */
+static void borrow_begin(void)
+{
+  atomic_fetch_add(&cache_borrowers, 1);
+  atomic_fetch_add(&cache_borrows, 1);
+}
+
 static hak_large_t *cache_take_slot(unsigned i)
 {
-  hak_large_t *l = atomic_exchange_explicit(&cache_slot[i], NULL, memory_order_acquire);
+  hak_large_t *l = atomic_exchange_explicit(&cache_slot[i], NULL, memory_order_acq_rel);
   if (l != NULL) {
     atomic_fetch_sub_explicit(&cache_bytes, large_committed(l), memory_order_relaxed);
     atomic_fetch_sub_explicit(&cache_count, 1, memory_order_relaxed);
@@ -369,8 +386,9 @@ static hak_large_t *cache_take(size_t need)
  * be reused next, so it keeps its pages and older ones give theirs up. */
 static void cache_make_room(size_t target)
 {
+  borrow_begin();
   for (unsigned n = 0; n < CACHE_SLOTS; n++) {
-    if (atomic_load_explicit(&cache_bytes, memory_order_relaxed) <= target) return;
+    if (atomic_load_explicit(&cache_bytes, memory_order_relaxed) <= target) break;
     static _Atomic(unsigned) purge_next;
     unsigned i = atomic_fetch_add_explicit(&purge_next, 1, memory_order_relaxed) % CACHE_SLOTS;
     if (atomic_load_explicit(&cache_slot[i], memory_order_relaxed) == NULL) continue;
@@ -381,6 +399,7 @@ static void cache_make_room(size_t target)
      * may be inside a read-side section, where no grace period can run). */
     if (!cache_put_slot(c)) (void)hak_retire_deferred(&c->retired, c->map_base, c->map_size);
   }
+  atomic_fetch_sub(&cache_borrowers, 1);  /* the pass ends */
 }
 
 /* ------------------------------------------------------------------- bank */
@@ -611,6 +630,7 @@ void hak_large_decay(void)
   if (!atomic_compare_exchange_strong_explicit(&cache_oldest_ms, &oldest, 0, memory_order_relaxed,
                                                memory_order_relaxed))
     return;  /* another thread does this pass */
+  borrow_begin();
   uint64_t next = 0;
   bool purged = false;
   for (unsigned i = 0; i < CACHE_SLOTS; i++) {
@@ -626,6 +646,7 @@ void hak_large_decay(void)
     }
     if (!cache_put_slot(l)) large_retire(l);
   }
+  atomic_fetch_sub(&cache_borrowers, 1);  /* the pass ends */
   if (next != 0) {
     uint64_t none = 0;
     atomic_compare_exchange_strong_explicit(&cache_oldest_ms, &none, next, memory_order_relaxed,
@@ -642,9 +663,18 @@ void hak_large_trim(void)
   atomic_store_explicit(&cache_temp, LARGE_COLD, memory_order_relaxed);
   atomic_store_explicit(&large_peak_bytes, atomic_load_explicit(&large_live_bytes, memory_order_relaxed),
                         memory_order_relaxed);
-  for (unsigned i = 0; i < CACHE_SLOTS; i++) {
-    hak_large_t *l = cache_take_slot(i);
-    if (l != NULL) large_retire(l);
+  /* Again while a decay pass or cache_make_room overlapped the emptying:
+   * it may have put an entry back into a slot already emptied.  Bounded:
+   * other threads' frees may keep making room, and what they cache after
+   * the trim began may stay. */
+  for (int tries = 0; tries < 64; tries++) {
+    while (atomic_load(&cache_borrowers) != 0) sched_yield();
+    uint64_t begun = atomic_load(&cache_borrows);
+    for (unsigned i = 0; i < CACHE_SLOTS; i++) {
+      hak_large_t *l = cache_take_slot(i);
+      if (l != NULL) large_retire(l);
+    }
+    if (atomic_load(&cache_borrowers) == 0 && atomic_load(&cache_borrows) == begun) break;
   }
   hak_large_t *held = atomic_exchange_explicit(&cold_held, NULL, memory_order_acq_rel);
   if (held != NULL) large_retire(held);
