@@ -292,12 +292,14 @@ static void large_purge_cached(hak_large_t *l)
   if (hak_opt.secure) large_protect(l, false);
 }
 
-/* A pass that takes entries out to put them back begins. */
+/* A pass that takes entries out to put them back begins, and ends. */
 static void borrow_begin(void)
 {
   atomic_fetch_add(&cache_borrowers, 1);
   atomic_fetch_add(&cache_borrows, 1);
 }
+
+static void borrow_end(void) { atomic_fetch_sub(&cache_borrowers, 1); }
 
 static hak_large_t *cache_take_slot(unsigned i)
 {
@@ -399,7 +401,7 @@ static void cache_make_room(size_t target)
      * may be inside a read-side section, where no grace period can run). */
     if (!cache_put_slot(c)) (void)hak_retire_deferred(&c->retired, c->map_base, c->map_size);
   }
-  atomic_fetch_sub(&cache_borrowers, 1);  /* the pass ends */
+  borrow_end();
 }
 
 /* ------------------------------------------------------------------- bank */
@@ -646,7 +648,7 @@ void hak_large_decay(void)
     }
     if (!cache_put_slot(l)) large_retire(l);
   }
-  atomic_fetch_sub(&cache_borrowers, 1);  /* the pass ends */
+  borrow_end();
   if (next != 0) {
     uint64_t none = 0;
     atomic_compare_exchange_strong_explicit(&cache_oldest_ms, &none, next, memory_order_relaxed,
