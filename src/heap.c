@@ -182,6 +182,7 @@ static hak_heap_t *park_take_due(uint64_t now, bool all)
 }
 
 static void heap_give_up(hak_heap_t *h, bool idle);
+static void heap_park(hak_heap_t *h);
 
 /* Abandon the parked heaps that are due (see park_take_due).  One parked
  * for the purge delay gives back all its free pages: nobody used them
@@ -521,19 +522,23 @@ hak_heap_t *hak_heap_thread_get(hak_heap_t *h, uintptr_t tag)
 /* A thread that started by freeing the blocks of a thread that had not yet
  * exited (a successor created by a thread that returns right after,
  * unjoined: bench/larson, a server's connection handed to a new thread)
- * would free those blocks remotely for its whole life, and so would its
- * own successors.  So it starts with an empty heap, and when the heap it
- * wanted (heir_tag) is parked at last, within HEIR_WINDOW_MS of the
- * thread's start, the thread takes it: the heap follows the blocks.  The
- * heap it had (what it allocated meanwhile) is given up as an exited
- * thread's is: its SuperSlabs go to the refills of the living threads,
- * this one's included.  Adopting them into the inherited heap instead
- * added a SuperSlab of partial slabs, one per class it had used, to that
- * heap at every generation of threads: larson at 4 threads kept 493 slabs
- * for 12 MB of live blocks, 288 this way (bench/results/history.md).
- * Called on the slow paths that see heir_tag (a free that took the
- * registry, a refill).  Returns the calling thread's heap, h or the
- * inherited one. */
+ * would free those blocks remotely for its whole life, and so would its own
+ * successors.  So it starts with another heap (parked, else empty), and
+ * when the heap it wanted (heir_tag) is parked at last, within
+ * HEIR_WINDOW_MS of the thread's start, the thread takes it: the heap
+ * follows the blocks.  The heap it had (what it allocated meanwhile) is
+ * parked as an exited thread's is, and the next thread that starts before
+ * its predecessor has parked takes it to wait with: that one's waiting
+ * allocations land in pages already touched.  Giving it up instead (its
+ * SuperSlabs to the refills of the living threads) made every such thread
+ * carve a fresh or purged SuperSlab: larson at 4 threads mapped or
+ * refaulted 180 of them in 4 s, 2,000 page faults a second
+ * (bench/results/history.md).  Adopting them into the inherited heap added
+ * a SuperSlab of partial slabs, one per class it had used, to that heap at
+ * every generation of threads: larson at 4 threads kept 493 slabs for 12 MB
+ * of live blocks, 288 this way.  Called on the slow paths that see heir_tag
+ * (a free that took the registry, a refill).  Returns the calling thread's
+ * heap, h or the inherited one. */
 hak_heap_t *hak_heap_inherit(hak_heap_t *h)
 {
   if (h->heir_frees < HEIR_MIN_FREES) return h;
@@ -548,8 +553,7 @@ hak_heap_t *hak_heap_inherit(hak_heap_t *h)
   hak_tls_heap = n;
   (void)pthread_setspecific(heap_key, n);  /* the key holds a value: no allocation, cannot fail */
   hak_heap_unlock(n, held);
-  heap_give_up(h, false);
-  hak_handoff_push(&pool, &h->pool_link);
+  heap_park(h);
   return n;
 }
 
@@ -662,7 +666,6 @@ static void heap_park(hak_heap_t *h)
    * if the purger will expire the heap (see "parked heaps"). */
   hak_ss_purge(h, !hak_ss_purger() && (size_t)h->dirty_units * HAK_UNIT_SIZE > ABANDON_KEEP_DIRTY);
   hak_stats_fold(h);
-  hak_gcount(&hak_gstats.heaps_abandoned, 1);
   uint64_t now = hak_os_now_ms();
   h->state = HAK_HEAP_DEAD;
   h->parked_ms = now;
@@ -678,8 +681,12 @@ static void heap_thread_exit(void *arg)
   if (h == NULL || h != hak_tls_heap || h->state != HAK_HEAP_LIVE) return;
   if (h->heir_tag != 0) heir_forgo(h);
   hak_tls_heap = &hak_heap_dead;
-  if (hak_opt.parked_heaps != 0) heap_park(h);
-  else hak_heap_abandon(h);
+  if (hak_opt.parked_heaps != 0) {
+    hak_gcount(&hak_gstats.heaps_abandoned, 1);  /* reported as threads_exited */
+    heap_park(h);
+  } else {
+    hak_heap_abandon(h);
+  }
 }
 
 /* Return what this heap caches: empty current slabs, delayed frees, free
