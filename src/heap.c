@@ -505,8 +505,8 @@ hak_heap_t *hak_heap_thread_get(hak_heap_t *h, uintptr_t tag)
   /* A heap's address (heaps never unmap, so a stale tag names memory that
    * is still a heap; park_take checks it is parked, under the lock). */
   hak_heap_t *want = (tag & HAK_TAG_KIND) == HAK_TAG_SS ? (hak_heap_t *)(tag & ~HAK_TAG_KIND) : NULL;
-  /* A live owner (not parked yet): an empty heap to wait with, which is
-   * cheap to fold into the wanted one (see hak_heap_inherit). */
+  /* A live owner (not parked yet): another heap to wait with, parked
+   * again once the wanted one is taken (see hak_heap_inherit). */
   bool heir = want != NULL && hak_opt.parked_heaps != 0 && !atomic_load_explicit(&want->parked, memory_order_relaxed);
   hak_heap_t *n = thread_start(true, want);
   if (n == NULL) return h;
@@ -523,22 +523,21 @@ hak_heap_t *hak_heap_thread_get(hak_heap_t *h, uintptr_t tag)
  * exited (a successor created by a thread that returns right after,
  * unjoined: bench/larson, a server's connection handed to a new thread)
  * would free those blocks remotely for its whole life, and so would its own
- * successors.  So it starts with another heap (parked, else empty), and
- * when the heap it wanted (heir_tag) is parked at last, within
- * HEIR_WINDOW_MS of the thread's start, the thread takes it: the heap
- * follows the blocks.  The heap it had (what it allocated meanwhile) is
- * parked as an exited thread's is, and the next thread that starts before
- * its predecessor has parked takes it to wait with: that one's waiting
- * allocations land in pages already touched.  Giving it up instead (its
- * SuperSlabs to the refills of the living threads) made every such thread
- * carve a fresh or purged SuperSlab: larson at 4 threads mapped or
- * refaulted 180 of them in 4 s, 2,000 page faults a second
- * (bench/results/history.md).  Adopting them into the inherited heap added
- * a SuperSlab of partial slabs, one per class it had used, to that heap at
- * every generation of threads: larson at 4 threads kept 493 slabs for 12 MB
- * of live blocks, 288 this way.  Called on the slow paths that see heir_tag
- * (a free that took the registry, a refill).  Returns the calling thread's
- * heap, h or the inherited one. */
+ * successors.  So it starts with another heap (parked, else empty), and when
+ * the heap it wanted (heir_tag) is parked at last, within HEIR_WINDOW_MS of
+ * the thread's start, the thread takes it: the heap follows the blocks.  The
+ * heap it had (what it allocated meanwhile) is parked as an exited thread's
+ * is, and the next thread that starts before its predecessor has parked
+ * takes it to wait with: that one's waiting allocations land in pages
+ * already touched.  Giving it up instead (its SuperSlabs to the refills of
+ * the living threads) made every such thread carve a fresh or purged
+ * SuperSlab: larson at 4 threads took 181 of them in 4 s, 21 now, and
+ * faulted 1.5-1.8 times the pages (bench/results/history.md).  Adopting them
+ * into the inherited heap added a SuperSlab of partial slabs, one per class
+ * it had used, to that heap at every generation of threads: larson at 4
+ * threads kept 493 slabs for 12 MB of live blocks, 288 this way.  Called on
+ * the slow paths that see heir_tag (a free that took the registry, a
+ * refill).  Returns the calling thread's heap, h or the inherited one. */
 hak_heap_t *hak_heap_inherit(hak_heap_t *h)
 {
   if (h->heir_frees < HEIR_MIN_FREES) return h;
