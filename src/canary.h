@@ -4,7 +4,10 @@
  * tail bytes (large.c).  Both kinds derive from the secret key
  * hak_keys.check (block.c), set once at initialisation:
  *   - a canary word is bound to an address: a word copied from another
- *     block, or a value a program wrote, does not match at this one;
+ *     block, or a value a program wrote, does not match at this one; its
+ *     bytes have their high bit set too, so a text or zero byte written
+ *     over any one of them never matches (a one-byte underflow of a large
+ *     block, `p[-1] = 'A'`, is caught every time, not 255 times in 256);
  *   - canary bytes fill the slack after a block: each has its high bit
  *     set, so text (the commonest overflow) never matches them. */
 #ifndef HAKMEM_CANARY_H
@@ -14,10 +17,10 @@
 
 #include "block.h"
 
-/* The canary word of address p. */
+/* The canary word of address p: 56 keyed bits, each byte's high bit set. */
 static inline uint64_t hak_canary_word(const void *p)
 {
-  return hak_keys.check ^ ((uintptr_t)p * 0x9e3779b97f4a7c15ull);
+  return (hak_keys.check ^ ((uintptr_t)p * 0x9e3779b97f4a7c15ull)) | 0x8080808080808080ull;
 }
 
 /* Eight canary bytes as one word: byte i of a run of canary bytes is byte
