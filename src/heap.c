@@ -636,8 +636,9 @@ void hak_heap_abandon(hak_heap_t *h)
   hak_handoff_push(&pool, &h->pool_link);
 }
 
-/* Thread exit, keeping the heap for the next thread (see "parked heaps"):
- * give back what abandoning would, then park it. */
+/* Thread exit, or a heap left for an inherited one (hak_heap_inherit),
+ * keeping the heap for the next thread (see "parked heaps"): give back what
+ * abandoning would, then park it.  The caller counts a thread's exit. */
 static void heap_park(hak_heap_t *h)
 {
   bool held = hak_heap_lock(h);
