@@ -1,5 +1,6 @@
 /* The operating system: the only file that maps, purges and unmaps memory. */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
@@ -224,6 +225,9 @@ uint64_t hak_os_now_ms(void)
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
+
+/* sched_getcpu: the kernel's rseq area or the vDSO, no system call. */
+int hak_os_cpu(void) { return sched_getcpu(); }
 
 /* The doorbell: 1 from the waiter's arm until it is rung, 0 otherwise, and
  * 2 while the waiter sleeps with a deadline.  The waiter arms (stores 1),
