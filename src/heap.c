@@ -136,16 +136,15 @@ static hak_heap_t *park_oldest_here(void)
 
 /* A parked heap for a new thread, off the list: `want` if it is the heap
  * parked last (the heap that owns the block the thread freed first, see
- * hak_heap_thread_get), else the heap parked longest on this CPU, else the
- * heap parked longest anywhere.
+ * hak_heap_thread_get), else the heap parked longest, or the next one if
+ * its thread exited on this CPU (park_oldest_here).
  *  - First in, first out, so that with many threads exiting and starting
  *    none waits until it expires (taking the newest first lets the oldest
  *    expire and be abandoned, and more SuperSlabs get mapped).
- *  - This CPU's first: a heap's slabs and lists sit in the cache of the CPU
- *    its last thread ran on, and a thread on another CPU that takes it
- *    pulls every line it reuses from there (bench/mstress at 2 threads,
- *    whose threads are replaced every round: 1.12x with this CPU's heap;
- *    park_oldest_here).
+ *  - This CPU's: a heap's slabs and lists sit in the cache of the CPU its
+ *    last thread ran on, and a thread on another CPU that takes it pulls
+ *    every line it reuses from there (bench/mstress at 2 threads, whose
+ *    threads are replaced every round: 1.11x with this CPU's heap).
  *  - `want` only if newest: a successor frees its predecessor's blocks
  *    right after the predecessor parked; taking any parked heap a first
  *    free named (where that block may be anyone's, as in
