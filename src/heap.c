@@ -114,24 +114,24 @@ static void park_push(hak_heap_t *h)
 }
 
 /* The heap for a new thread on this CPU: of the two heaps parked longest,
- * the older one whose thread exited on this CPU, if it holds as many
- * SuperSlabs as the oldest, else the oldest (which may be claimed:
- * park_take skips those).  Only the two oldest, and only a heap of the
- * same size: threads created in a row mostly exit in the order of their
- * work, so first in, first out gives each new thread the heap of a thread
- * that needed as much memory; taking this CPU's heap from further back
- * gave bench/mstress's 4 threads (some doing 4x the work of others) heaps
- * of the wrong size, which grew and purged in turn (0.92x, 1.6x the
- * faults).  Under park_lock. */
+ * the older one whose thread exited on this CPU, if the units in its slabs
+ * are within a quarter of the oldest's, else the oldest (which may be
+ * claimed: park_take skips those).  Only the two oldest, and only a heap
+ * of about the same size: threads created in a row mostly exit in the
+ * order of their work, so first in, first out gives each new thread the
+ * heap of a thread that needed as much memory; taking this CPU's heap from
+ * further back, or of another size, gave bench/mstress's 4 threads (some
+ * doing 4x the work of others) heaps of the wrong size, which grew and
+ * purged in turn (0.92x and 1.6x the faults; with equal SuperSlab counts
+ * as the only test, 0.98x and up to 1.2x the faults).  Under park_lock. */
 static hak_heap_t *park_oldest_here(void)
 {
   hak_heap_t *o = park_oldest, *h = o != NULL ? o->park_prev : NULL;
   int cpu = hak_os_cpu();
   if (o == NULL || cpu < 0 || o->parked_cpu == cpu) return o;
-  if (h != NULL && h->parked_cpu == cpu && h->parked_ss == o->parked_ss &&
-      !atomic_load_explicit(&h->claimed, memory_order_relaxed))
-    return h;
-  return o;
+  if (h == NULL || h->parked_cpu != cpu || atomic_load_explicit(&h->claimed, memory_order_relaxed)) return o;
+  uint32_t a = h->parked_units, b = o->parked_units;
+  return (a > b ? a - b : b - a) * 4 <= b ? h : o;
 }
 
 /* A parked heap for a new thread, off the list: `want` if it is the heap
@@ -144,7 +144,7 @@ static hak_heap_t *park_oldest_here(void)
  *  - This CPU's: a heap's slabs and lists sit in the cache of the CPU its
  *    last thread ran on, and a thread on another CPU that takes it pulls
  *    every line it reuses from there (bench/mstress at 2 threads, whose
- *    threads are replaced every round: 1.11x with this CPU's heap).
+ *    threads are replaced every round: 1.13x with this CPU's heap).
  *  - `want` only if newest: a successor frees its predecessor's blocks
  *    right after the predecessor parked; taking any parked heap a first
  *    free named (where that block may be anyone's, as in
@@ -697,8 +697,9 @@ static void heap_park(hak_heap_t *h)
   h->state = HAK_HEAP_DEAD;
   h->parked_ms = now;
   h->parked_cpu = hak_os_cpu();
-  h->parked_ss = 0;
-  for (const hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next) h->parked_ss++;
+  h->parked_units = 0;
+  for (const hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next)
+    h->parked_units += (uint32_t)__builtin_popcount(~ss->free_units & HAK_ALL_UNITS);
   hak_heap_unlock(h, held);  /* before the heap is anyone else's to take */
   park_push(h);
   park_expire(now, false);
