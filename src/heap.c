@@ -698,8 +698,7 @@ static void heap_park(hak_heap_t *h)
   h->parked_ms = now;
   h->parked_cpu = hak_os_cpu();
   h->parked_units = 0;
-  for (const hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next)
-    h->parked_units += (uint32_t)__builtin_popcount(~ss->free_units & HAK_ALL_UNITS);
+  for (const hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next) h->parked_units += hak_ss_units_used(ss);
   hak_heap_unlock(h, held);  /* before the heap is anyone else's to take */
   park_push(h);
   park_expire(now, false);

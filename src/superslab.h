@@ -7,6 +7,11 @@
 
 /* No slab in it: every unit free. */
 static inline bool hak_ss_unused(const hak_superslab_t *ss) { return ss->free_units == HAK_ALL_UNITS; }
+/* Units in its slabs. */
+static inline uint32_t hak_ss_units_used(const hak_superslab_t *ss)
+{
+  return (uint32_t)__builtin_popcount(~ss->free_units & HAK_ALL_UNITS);
+}
 
 static inline hak_superslab_t *hak_ss_of(const void *p)
 {
