@@ -123,14 +123,23 @@ static void park_push(hak_heap_t *h)
  * further back, or of another size, gave bench/mstress's 4 threads (some
  * doing 4x the work of others) heaps of the wrong size, which grew and
  * purged in turn (0.92x and 1.6x the faults; with equal SuperSlab counts
- * as the only test, 0.98x and up to 1.2x the faults).  Under park_lock. */
+ * as the only test, 0.98x and up to 1.2x the faults).  Under park_lock,
+ * which owns a parked heap's fields: nobody changes its slabs meanwhile, so
+ * the units are counted here, not recorded at parking. */
+static uint32_t park_units(const hak_heap_t *h)
+{
+  uint32_t n = 0;
+  for (const hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next) n += hak_ss_units_used(ss);
+  return n;
+}
+
 static hak_heap_t *park_oldest_here(void)
 {
   hak_heap_t *o = park_oldest, *h = o != NULL ? o->park_prev : NULL;
   int cpu = hak_os_cpu();
   if (o == NULL || cpu < 0 || o->parked_cpu == cpu) return o;
   if (h == NULL || h->parked_cpu != cpu || atomic_load_explicit(&h->claimed, memory_order_relaxed)) return o;
-  uint32_t a = h->parked_units, b = o->parked_units;
+  uint32_t a = park_units(h), b = park_units(o);
   return (a > b ? a - b : b - a) * 4 <= b ? h : o;
 }
 
@@ -697,8 +706,6 @@ static void heap_park(hak_heap_t *h)
   h->state = HAK_HEAP_DEAD;
   h->parked_ms = now;
   h->parked_cpu = hak_os_cpu();
-  h->parked_units = 0;
-  for (const hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next) h->parked_units += hak_ss_units_used(ss);
   hak_heap_unlock(h, held);  /* before the heap is anyone else's to take */
   park_push(h);
   park_expire(now, false);

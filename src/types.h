@@ -295,7 +295,7 @@ typedef struct hak_pend {
  * Each field is written by one module (through its functions, the inline
  * ones of its header included):
  *   heap        cur, tag, state, maintained_ms, pool_link, all_next,
- *               park_prev, park_next, parked_ms, parked_cpu, parked_units, parked,
+ *               park_prev, park_next, parked_ms, parked_cpu, parked,
  *               claimed, heir_tag, heir_ms, lock, reclaim_seen, reclaim_skip,
  *               reclaim_backoff, reclaim_idle; heir_frees (through heap.h's inline
  *               functions)
@@ -372,7 +372,6 @@ struct hak_heap {
   struct hak_heap *park_prev, *park_next;   /* on the parked list (heap.c), under its lock */
   uint64_t parked_ms;                       /* when its thread exited and it was parked */
   int32_t parked_cpu;                       /* the CPU that thread exited on (-1: unknown) */
-  uint32_t parked_units;                    /* units in its slabs then */
   /* The heap this thread wanted at its start and could not have yet (see
    * hak_heap_inherit): its tag, or 0; and when the thread started. */
   uintptr_t heir_tag;
