@@ -43,14 +43,15 @@ static inline bool hak_slab_take_rfree(hak_slab_t *s)
 
 void hak_slab_push_slow(hak_heap_t *h, hak_slab_t *s);
 
-/* Put a free block of a slab this heap owns back on the slab's list.  The
- * current slab needs nothing more; another slab does when it becomes empty
- * (give it back) or was full (back on the partial list). */
-static inline void hak_slab_push(hak_heap_t *h, hak_slab_t *s, hak_block_t *b)
+/* Put the free blocks first .. last of a slab this heap owns (k of them,
+ * linked in that order) back on the slab's list.  The current slab needs
+ * nothing more; another slab does when it becomes empty (give it back) or
+ * was full (back on the partial list). */
+static inline void hak_slab_push_run(hak_heap_t *h, hak_slab_t *s, hak_block_t *first, hak_block_t *last, uint32_t k)
 {
-  hak_block_set_next(b, s->free);
-  s->free = b;
-  uint32_t used = hak_slab_used(s) - 1;
+  hak_block_set_next(last, s->free);
+  s->free = first;
+  uint32_t used = hak_slab_used(s) - k;
   hak_slab_used_set(s, used);
   unsigned st = s->state;
   /* One rarely taken branch, computed without branches: whether the slab
@@ -58,6 +59,9 @@ static inline void hak_slab_push(hak_heap_t *h, hak_slab_t *s, hak_block_t *b)
    * "state != CUR" alone mispredicts often on frees of random blocks. */
   if (HAK_UNLIKELY((st == HAK_SLAB_FULL) | ((used == 0) & (st != HAK_SLAB_CUR)))) hak_slab_push_slow(h, s);
 }
+
+/* Put one free block of a slab this heap owns back on the slab's list. */
+static inline void hak_slab_push(hak_heap_t *h, hak_slab_t *s, hak_block_t *b) { hak_slab_push_run(h, s, b, b, 1); }
 
 /* Partial lists: per class, circular, oldest first (partial.c). */
 void hak_partial_push(hak_heap_t *h, hak_slab_t *s);

@@ -31,6 +31,25 @@ void hak_tcache_check(void)
 }
 #endif
 
+/* Flush the block b of class c's thread cache, of the slab s this heap
+ * owns, with the blocks after it on the list (next first) that are of s
+ * too: one splice onto the slab's list, one count, one state check for the
+ * run.  Blocks freed in the order they were allocated lie on the list in
+ * runs of their slab.  Returns the first block after the run. */
+static hak_block_t *flush_run(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, hak_block_t *next, size_t c)
+{
+  hak_block_t *last = b;
+  uint32_t k = 1;
+  while (next != NULL && hak_slab_of(hak_ss_of(next), next) == s) {
+    last = next;
+    next = hak_block_next(next);
+    k++;
+  }
+  hak_slab_push_run(h, s, b, last, k);
+  h->tcache_room[c] += (int32_t)k;
+  return next;
+}
+
 /* Keep the newest `keep` blocks of class c's thread cache; the others go
  * back to their slabs (a slab may become empty and go, or leave the full
  * state, as on any local free), or, when another heap owns the slab (or
@@ -56,10 +75,11 @@ void hak_tcache_flush(hak_heap_t *h, size_t c, uint32_t keep)
     /* owned[] proves most blocks ours without reading the SuperSlab's
      * owner (a cache miss per block). */
     if (HAK_LIKELY(HAK_OWNED_SLOT(h, rest) == hak_owned_key(rest) ||
-                   atomic_load_explicit(&ss->owner, memory_order_relaxed) == h))
-      hak_slab_push(h, s, rest);
-    else
-      hak_remote_defer(h, s, rest);
+                   atomic_load_explicit(&ss->owner, memory_order_relaxed) == h)) {
+      rest = flush_run(h, s, rest, next, c);
+      continue;
+    }
+    hak_remote_defer(h, s, rest);
     h->tcache_room[c]++;
     rest = next;
   }
