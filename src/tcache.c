@@ -31,23 +31,39 @@ void hak_tcache_check(void)
 }
 #endif
 
-/* Flush the block b of class c's thread cache, of the slab s this heap
- * owns, with the blocks after it on the list (next first) that are of s
- * too: one splice onto the slab's list, one count, one state check for the
- * run.  Blocks freed in the order they were allocated lie on the list in
- * runs of their slab.  Returns the first block after the run. */
-static hak_block_t *flush_run(hak_heap_t *h, hak_slab_t *s, hak_block_t *b, hak_block_t *next, size_t c)
+static inline hak_slab_t *slab_of_block(const hak_block_t *b) { return hak_slab_of(hak_ss_of(b), b); }
+
+/* Give back the blocks from `rest` on (a list of class c's thread cache)
+ * to their slabs: a run of blocks of one slab (blocks freed in the order
+ * they were allocated lie on the list in such runs) with one splice onto
+ * the slab's list, one count and one state check when this heap owns the
+ * slab, else block by block to its owner as remote frees.  owned[] proves
+ * most slabs ours without reading the SuperSlab's owner (a cache miss). */
+static void flush_list(hak_heap_t *h, size_t c, hak_block_t *rest)
 {
-  hak_block_t *last = b;
-  uint32_t k = 1;
-  while (next != NULL && hak_slab_of(hak_ss_of(next), next) == s) {
-    last = next;
-    next = hak_block_next(next);
-    k++;
+  hak_slab_t *s = slab_of_block(rest), *after = NULL;
+  while (rest != NULL) {
+    hak_block_t *last = rest, *next = hak_block_next(rest);
+    uint32_t k = 1;
+    while (next != NULL && (after = slab_of_block(next)) == s) {
+      last = next;
+      next = hak_block_next(next);
+      k++;
+    }
+    h->tcache_room[c] += (int32_t)k;
+    hak_superslab_t *ss = hak_ss_of(rest);
+    if (HAK_LIKELY(HAK_OWNED_SLOT(h, rest) == hak_owned_key(rest) ||
+                   atomic_load_explicit(&ss->owner, memory_order_relaxed) == h)) {
+      hak_slab_push_run(h, s, rest, last, k);
+    } else {
+      for (hak_block_t *b = rest, *later; k > 0; b = later, k--) {
+        later = k > 1 ? hak_block_next(b) : NULL;  /* before the defer relinks b */
+        hak_remote_defer(h, s, b);
+      }
+    }
+    rest = next;
+    s = after;
   }
-  hak_slab_push_run(h, s, b, last, k);
-  h->tcache_room[c] += (int32_t)k;
-  return next;
 }
 
 /* Keep the newest `keep` blocks of class c's thread cache; the others go
@@ -68,21 +84,7 @@ void hak_tcache_flush(hak_heap_t *h, size_t c, uint32_t keep)
     rest = hak_block_next(b);
     hak_block_set_next(b, NULL);
   }
-  while (rest != NULL) {
-    hak_block_t *next = hak_block_next(rest);
-    hak_superslab_t *ss = hak_ss_of(rest);
-    hak_slab_t *s = hak_slab_of(ss, rest);
-    /* owned[] proves most blocks ours without reading the SuperSlab's
-     * owner (a cache miss per block). */
-    if (HAK_LIKELY(HAK_OWNED_SLOT(h, rest) == hak_owned_key(rest) ||
-                   atomic_load_explicit(&ss->owner, memory_order_relaxed) == h)) {
-      rest = flush_run(h, s, rest, next, c);
-      continue;
-    }
-    hak_remote_defer(h, s, rest);
-    h->tcache_room[c]++;
-    rest = next;
-  }
+  if (rest != NULL) flush_list(h, c, rest);
 }
 
 void hak_tcache_flush_all(hak_heap_t *h)
