@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hakmem.h"
 #include "support/check.h"
@@ -77,6 +78,48 @@ static void *bounded_lifo(void *arg)
   ts_check_section("bounded_lifo");
   lifo_run(512, 600, 256);  /* 4 times the base bound */
   lifo_run(64, 2600, 2048); /* 128 KiB of small blocks */
+  return NULL;
+}
+
+/* A flush hands a run of blocks of one slab back with one splice and one
+ * count (tcache.c).  Blocks freed in the order they were allocated form
+ * such runs; one in KEEP stays live, so a slab of 64-byte blocks keeps one
+ * or two.  A run counted too many would give back a slab that still holds
+ * a live block: the 4 KiB blocks carved next, filled, would overwrite it.
+ * A block listed twice would be handed out twice. */
+static void *run_splice(void *arg)
+{
+  (void)arg;
+  ts_check_section("run_splice");
+  enum { N = 4000, KEEP = 700, BIG = 4096, NBIG = 1024 };
+  static uintptr_t *a[N];
+  static unsigned char *c[NBIG];
+  for (int i = 0; i < N; i++) {
+    a[i] = hak_malloc(SIZE);
+    CHECK(a[i] != NULL, "malloc(%d) failed", SIZE);
+    if (a[i] == NULL) return NULL;
+    a[i][0] = (uintptr_t)i;
+  }
+  for (int i = 0; i < N; i++)
+    if (i % KEEP != 0) hak_free(a[i]);
+  hak_collect();  /* the rest of the thread cache, flushed too */
+  for (int i = 0; i < NBIG; i++) {
+    c[i] = hak_malloc(BIG);
+    if (c[i] != NULL) memset(c[i], 0xab, BIG);
+  }
+  for (int i = 0; i < N; i += KEEP)
+    CHECK(a[i][0] == (uintptr_t)i, "the live block %p lost its tag (%#lx) to a later malloc", (void *)a[i],
+          (unsigned long)a[i][0]);
+  for (int i = 0; i < NBIG; i++) hak_free(c[i]);
+  for (int i = 0; i < N; i += KEEP) hak_free(a[i]);
+  /* Every slab empty now: all blocks come back, once each. */
+  for (int i = 0; i < N; i++) {
+    a[i] = hak_malloc(SIZE);
+    if (a[i] != NULL) a[i][0] = (uintptr_t)i;
+  }
+  for (int i = 0; i < N; i++)
+    CHECK(a[i] != NULL && a[i][0] == (uintptr_t)i, "block %p (malloc %d) handed out twice", (void *)a[i], i);
+  for (int i = 0; i < N; i++) hak_free(a[i]);
   return NULL;
 }
 
@@ -193,6 +236,7 @@ int main(void)
   run(cross_slab);
   run(bounded_lifo);
   run(unit_reuse);
+  run(run_splice);
   pthread_t o;
   if (pthread_create(&o, NULL, owner, NULL) != 0) {
     CHECK(0, "cannot run a thread");
