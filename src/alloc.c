@@ -277,7 +277,7 @@ static HAK_NOINLINE void *realloc_trailed(hak_heap_t *h, hak_slab_t *s, void *p,
 /* realloc of a block of this heap's own, owned[] proved it (fast paths on). */
 static void *realloc_local(hak_heap_t *h, void *p, size_t n)
 {
-  hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
+  hak_slab_t *s = hak_slab_at(p);
   if (HAK_UNLIKELY(!hak_slab_is_block(s, p))) hak_fatal("realloc(): not a block start", p);
   if (HAK_UNLIKELY(hak_block_is_free((hak_block_t *)p))) hak_fatal("realloc(): pointer was freed", p);
   if (HAK_UNLIKELY(hak_class_trailed(s->cls))) return realloc_trailed(h, s, p, n);
@@ -313,7 +313,7 @@ static HAK_NOINLINE void *realloc_other(hak_heap_t *h, void *p, size_t n)
     }
   } else if (tag != 0) {
     /* A live slab block: the caller holds it, so its slab stays. */
-    hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
+    hak_slab_t *s = hak_slab_at(p);
     if (hak_class_trailed(s->cls) && !hak_opt.secure) return realloc_trailed(h, s, p, n);
     if (n <= old && n >= old / 2) return p;  /* fits and wastes at most half */
   }

@@ -16,7 +16,7 @@
  * owner's limit is the carved capacity, another thread's the reservation). */
 static _Noreturn HAK_COLD void free_invalid(const void *p, bool owner)
 {
-  hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
+  hak_slab_t *s = hak_slab_at(p);
   /* A block start past the carved capacity is free too when its slab went
    * back to uncarved with every block free (hak_remote_collect): its
    * signature is still there. */
@@ -153,7 +153,7 @@ static inline void free_remote(hak_heap_t *h, void *p)
  * that is not free may be read), then the secure checks and the count. */
 static void free_local_checked(hak_heap_t *h, void *p)
 {
-  hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
+  hak_slab_t *s = hak_slab_at(p);
   if (!hak_slab_is_block(s, p) || hak_block_is_free((hak_block_t *)p)) free_invalid(p, true);
   if (HAK_UNLIKELY(hak_opt.secure)) hak_secure_free(s, p, true);
   else if (hak_class_trailed(s->cls)) trailer_free_checked(h, s, p);
@@ -272,7 +272,7 @@ static size_t slab_usable(hak_slab_t *s, const void *p)
 static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
 {
   if (tag == h->tag) {
-    hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
+    hak_slab_t *s = hak_slab_at(p);
     if (!hak_slab_is_block(s, p)) hak_fatal("not a block start", p);
     return slab_usable(s, p);
   }
@@ -281,7 +281,7 @@ static size_t usable_size(hak_heap_t *h, const void *p, uintptr_t tag)
   hak_rcu_read_lock();
   tag = hak_map_get(p);
   if ((tag & HAK_TAG_KIND) == HAK_TAG_SS) {
-    hak_slab_t *s = hak_slab_of(hak_ss_of(p), p);
+    hak_slab_t *s = hak_slab_at(p);
     if (!hak_slab_is_block_remote(s, p)) hak_fatal("not a block start", p);
     n = slab_usable(s, p);
   } else if ((tag & HAK_TAG_KIND) == HAK_TAG_LARGE) {

@@ -89,7 +89,7 @@ uint32_t hak_partial_drain_delayed(hak_heap_t *h)
   uint32_t n = 0;
   while (b != NULL) {
     hak_block_t *next = hak_block_next(b);
-    hak_slab_t *s = hak_slab_of(hak_ss_of(b), b);
+    hak_slab_t *s = hak_slab_at(b);
     if (hak_remote_handing_over(s) || (s->state == HAK_SLAB_CUR && by_purger(h))) {
       hak_block_set_next(b, later);
       later = b;

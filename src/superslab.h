@@ -23,6 +23,8 @@ static inline hak_slab_t *hak_unit_slab(hak_superslab_t *ss, size_t u)
   return (hak_slab_t *)((char *)ss + ss->unit_slab[u]);
 }
 static inline hak_slab_t *hak_slab_of(hak_superslab_t *ss, const void *p) { return hak_unit_slab(ss, hak_unit_of(p)); }
+/* The slab of a block in a SuperSlab (its SuperSlab found from p). */
+static inline hak_slab_t *hak_slab_at(const void *p) { return hak_slab_of(hak_ss_of(p), p); }
 static inline hak_remote_t *hak_slab_remote(hak_slab_t *s)
 {
   hak_superslab_t *ss = hak_ss_of(s);

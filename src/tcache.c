@@ -31,8 +31,6 @@ void hak_tcache_check(void)
 }
 #endif
 
-static inline hak_slab_t *slab_of_block(const hak_block_t *b) { return hak_slab_of(hak_ss_of(b), b); }
-
 /* Give back the blocks from `rest` on (a list of class c's thread cache)
  * to their slabs: a run of blocks of one slab (blocks freed in the order
  * they were allocated lie on the list in such runs) with one splice onto
@@ -41,11 +39,11 @@ static inline hak_slab_t *slab_of_block(const hak_block_t *b) { return hak_slab_
  * most slabs ours without reading the SuperSlab's owner (a cache miss). */
 static void flush_list(hak_heap_t *h, size_t c, hak_block_t *rest)
 {
-  hak_slab_t *s = slab_of_block(rest), *after = NULL;
+  hak_slab_t *s = hak_slab_at(rest), *after = NULL;
   while (rest != NULL) {
     hak_block_t *last = rest, *next = hak_block_next(rest);
     uint32_t k = 1;
-    while (next != NULL && (after = slab_of_block(next)) == s) {
+    while (next != NULL && (after = hak_slab_at(next)) == s) {
       last = next;
       next = hak_block_next(next);
       k++;
@@ -110,7 +108,7 @@ static HAK_NOINLINE void tcache_trailed(hak_heap_t *h)
   hak_block_t *b = h->tcache[HAK_TCLS_TRAILED];
   h->tcache[HAK_TCLS_TRAILED] = NULL;
   h->tcache_room[HAK_TCLS_TRAILED] = 0;
-  size_t c = hak_slab_of(hak_ss_of(b), b)->cls;
+  size_t c = hak_slab_at(b)->cls;
   (void)hak_trailer_check(b, c);
   if (hak_tcache_push(h, c, b) < 0) hak_tcache_overflow(h, c);
 }
