@@ -212,7 +212,7 @@ typedef struct hak_options {
   uint8_t verbose;           /* HAKMEM_VERBOSE: print the options at start-up */
   bool secure;               /* HAKMEM_SECURE: the checks that cost (docs/hardening.md, secure.c) */
   uint32_t purge_delay_ms;   /* HAKMEM_PURGE_DELAY_MS: keep free pages this long */
-  size_t purge_threshold;    /* HAKMEM_PURGE_THRESHOLD_KB: purge at once above */
+  size_t purge_threshold;    /* HAKMEM_PURGE_THRESHOLD_KB: above it, a heap's sweeps wait a quarter of the delay */
   uint32_t ss_reserve;       /* HAKMEM_SS_RESERVE: empty SuperSlabs a heap keeps */
   uint32_t parked_heaps;     /* HAKMEM_PARKED_HEAPS: exited threads' heaps kept whole */
   uint32_t retire_batch;     /* HAKMEM_RETIRE_BATCH: regions per grace period */
