@@ -38,7 +38,7 @@
     "free pages stay committed this long (SuperSlab units: one to two times it, up to 16 times in a "      \
     "heap that faults its purged units back in) before `MADV_DONTNEED` "                                  \
     "(SuperSlab units and cached large mappings)")                                                        \
-  X(purge_threshold, "HAKMEM_PURGE_THRESHOLD_KB", "KiB", 10, 16384, 0, 1073741824,                          \
+  X(purge_threshold, "HAKMEM_PURGE_THRESHOLD_KB", "KiB", 10, 16384, 0, 1073741824,                         \
     "... unless a heap holds more free pages than this: then after a quarter of the delay")               \
   X(ss_reserve, "HAKMEM_SS_RESERVE", "", 0, 1, 0, 1024, "empty SuperSlabs (2 MiB) each heap keeps")       \
   X(ss_cache, "HAKMEM_SS_CACHE", "", 0, 16, 0, 65536,                                                      \
