@@ -35,6 +35,12 @@ static _Atomic(uint32_t) cache_count;
  * their pages in the cache.  relaxed: a release that misses a change purges
  * at once or leaves the pages to the purger's next pass, both correct. */
 static _Atomic(bool) cache_deferred;
+/* SuperSlabs taken from the cache while no purger ran: each had its pages
+ * given back as it entered, and its next slabs fault them in again (a
+ * program whose threads exit and start, each needing more than the
+ * SuperSlab its parked heap keeps).  relaxed: a count that only starts the
+ * purger (hak_ss_cache_refaults). */
+static _Atomic(uint32_t) cache_refaults;
 #define SS_CACHE_KEEP_MS 1000
 #define PURGE_SHIFT_MAX 3    /* aged sweeps at most 8 purge delays apart */
 #define PURGE_CALM_SWEEPS 4  /* sweeps without a refault before the delay halves */
@@ -61,6 +67,7 @@ void hak_ss_after_fork(bool child)
 
 void hak_ss_set_purger(bool on) { atomic_store_explicit(&cache_deferred, on, memory_order_relaxed); }
 bool hak_ss_purger(void) { return atomic_load_explicit(&cache_deferred, memory_order_relaxed); }
+uint32_t hak_ss_cache_refaults(void) { return atomic_load_explicit(&cache_refaults, memory_order_relaxed); }
 
 /* Under cache_lock. */
 static void cache_unlink(hak_superslab_t *ss)
@@ -204,6 +211,7 @@ hak_superslab_t *hak_ss_create(hak_heap_t *h)
 {
   hak_superslab_t *ss = cache_take();
   if (ss != NULL) {
+    if (!hak_ss_purger()) atomic_fetch_add_explicit(&cache_refaults, 1, memory_order_relaxed);
     atomic_store_explicit(&ss->owner, h, memory_order_relaxed);
     hak_map_set_range(ss, HAK_SS_SIZE, h->tag);  /* the leaf exists: cannot fail */
     hak_ss_link(h, ss);

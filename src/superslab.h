@@ -81,6 +81,7 @@ void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s);
 void hak_ss_release(hak_heap_t *h, hak_superslab_t *ss);    /* to the cache of empty ones, or unmapped */
 void hak_ss_set_purger(bool on);          /* a purger thread runs: the cache keeps pages */
 bool hak_ss_purger(void);                 /* whether one runs (relaxed: a hint) */
+uint32_t hak_ss_cache_refaults(void);     /* SuperSlabs taken back purged (no purger ran) */
 uint64_t hak_ss_cache_decay(bool force);  /* age the cache; when it is next due (0: never) */
 void hak_ss_purge(hak_heap_t *h, bool force);
 void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss);

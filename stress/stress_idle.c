@@ -26,7 +26,8 @@
  * holds at most --blocks blocks (so a slow freer bounds the memory in
  * flight); that wait is another idle phase of its heap.
  *
- * The purger starts only once hakmem has mapped 32 MiB.  So the owner first
+ * The purger starts once hakmem has mapped 32 MiB (or taken back SuperSlabs
+ * it had purged, which this program need not do).  So the owner first
  * allocates --prime-mib (40) MiB in 4 .. 16 KiB blocks and holds them across
  * the first idle phase; at the start of the second cycle it hands three in
  * four to the freers (in batches of their own) and frees the rest itself.

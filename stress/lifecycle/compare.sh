@@ -3,7 +3,7 @@
 # and tcmalloc (those installed) in one go and print a markdown table of the figures.
 #
 #   stress/lifecycle/compare.sh [--build DIR] [--hakmem LIB] [--mimalloc LIB]
-#                               [--programs "churn return return_large fork idle_owner"]
+#                               [--programs "churn return return_large fork idle_owner refault"]
 #                               [--allocators "hakmem glibc mimalloc jemalloc tcmalloc"]
 #                               [--logs DIR]
 #
@@ -19,7 +19,8 @@
 # remote frees).  The return tests assert "final RSS <= 5% of peak within
 # 1 s of the frees" (small blocks) and the same (return_large: lc_return --large, 1 .. 16 MiB blocks),
 # idle_owner "RSS <= 25% of peak within 2 s of the joins, the allocating thread
-# idle", only for hakmem; for the other allocators they only report the figures.  Exit status:
+# idle", and refault "at most 64 minor faults a round after warm-up", only
+# for hakmem; for the other allocators they only report the figures.  Exit status:
 # 0 when every hakmem run passed, 1 otherwise (the other allocators' results
 # are information).
 set -u
@@ -29,7 +30,7 @@ repo=$(cd "$here/../.." && pwd)
 build="$repo/build"
 hakmem=""
 mimalloc="/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
-programs="churn return return_large fork idle_owner"
+programs="churn return return_large fork idle_owner refault"
 allocators="hakmem glibc mimalloc jemalloc tcmalloc"
 logs=""
 while [[ $# -gt 0 ]]; do
@@ -72,6 +73,9 @@ prog_args() { # program allocator -> arguments (those of the ctests)
     idle_owner)
       if [[ "$2" == hakmem ]]; then echo "--threads 2 --total-mib 128 --max-final-pct 25 --settle-ms 2000"
       else echo "--threads 2 --total-mib 128 --max-final-pct 0 --settle-ms 2000"; fi ;;
+    refault)
+      if [[ "$2" == hakmem ]]; then echo "--rounds 300 --warmup 30 --max-faults 64"
+      else echo "--rounds 300 --warmup 30"; fi ;;
   esac
 }
 
@@ -136,6 +140,9 @@ for prog in $programs; do
         final="$final ($(field final_pct "$m")%) → $(mib "$(field settled_rss_kib "$m")") (${pct}%)"
         notes="right after the joins → lowest within 2 s (after $(field settled_ms "$m") ms), the allocating thread making no call"
         ;;
+      refault)
+        notes="$(field faults_per_round "$m") minor faults a round after warm-up"
+        ;;
     esac
     if [[ -n "$report" ]]; then
       notes="$notes; allocs=$(field allocs "$report") frees=$(field frees "$report") remote=$(field remote_frees "$report")"
@@ -172,6 +179,7 @@ echo "return: 1 GiB in 16 B-4 KiB blocks from 4 threads, all freed; final RSS = 
 echo "return_large: the same in 1-16 MiB blocks; final RSS = right after the frees → lowest within 1 s (polled every 50 ms); threshold 5% asserted for hakmem only."
 echo "fork: 200 forks while 4 threads allocate/free; peak/final RSS are the parent's."
 echo "idle_owner: 128 MiB in 16 B-1 KiB blocks from the main thread, all freed by 2 other threads while it waits in pthread_join; final RSS = right after the joins → lowest within 2 s (polled every 50 ms, the main thread making no allocator call); threshold 25% asserted for hakmem only."
+echo "refault: 300 rounds of 2 threads allocating 5,000 and 10,000 16-512 B blocks, freeing them and exiting; minor faults a round over the last 270; limit 64 asserted for hakmem only."
 echo "wall s: the whole process, start to exit."
 echo "Logs: $logs"
 exit $hakmem_failed
