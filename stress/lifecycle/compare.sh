@@ -3,7 +3,7 @@
 # and tcmalloc (those installed) in one go and print a markdown table of the figures.
 #
 #   stress/lifecycle/compare.sh [--build DIR] [--hakmem LIB] [--mimalloc LIB]
-#                               [--programs "churn return return_large fork idle_owner refault"]
+#                               [--programs "churn return return_large fork idle_owner refault refault_single"]
 #                               [--allocators "hakmem glibc mimalloc jemalloc tcmalloc"]
 #                               [--logs DIR]
 #
@@ -30,7 +30,7 @@ repo=$(cd "$here/../.." && pwd)
 build="$repo/build"
 hakmem=""
 mimalloc="/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
-programs="churn return return_large fork idle_owner refault"
+programs="churn return return_large fork idle_owner refault refault_single"
 allocators="hakmem glibc mimalloc jemalloc tcmalloc"
 logs=""
 while [[ $# -gt 0 ]]; do
@@ -76,6 +76,9 @@ prog_args() { # program allocator -> arguments (those of the ctests)
     refault)
       if [[ "$2" == hakmem ]]; then echo "--rounds 300 --warmup 30 --max-faults 64"
       else echo "--rounds 300 --warmup 30"; fi ;;
+    refault_single)
+      if [[ "$2" == hakmem ]]; then echo "--single --blocks 60000 --rounds 100 --warmup 20 --max-faults 64"
+      else echo "--single --blocks 60000 --rounds 100 --warmup 20"; fi ;;
   esac
 }
 
@@ -84,6 +87,7 @@ hakmem_failed=0
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 for prog in $programs; do
   exe="$bindir/lc_${prog%_large}"
+  exe="${exe%_single}"
   if [[ ! -x "$exe" ]]; then
     echo "compare.sh: $exe not built (cmake --build $build)" >&2
     exit 2
@@ -140,7 +144,7 @@ for prog in $programs; do
         final="$final ($(field final_pct "$m")%) → $(mib "$(field settled_rss_kib "$m")") (${pct}%)"
         notes="right after the joins → lowest within 2 s (after $(field settled_ms "$m") ms), the allocating thread making no call"
         ;;
-      refault)
+      refault*)
         notes="$(field faults_per_round "$m") minor faults a round after warm-up"
         ;;
     esac
@@ -180,6 +184,7 @@ echo "return_large: the same in 1-16 MiB blocks; final RSS = right after the fre
 echo "fork: 200 forks while 4 threads allocate/free; peak/final RSS are the parent's."
 echo "idle_owner: 128 MiB in 16 B-1 KiB blocks from the main thread, all freed by 2 other threads while it waits in pthread_join; final RSS = right after the joins → lowest within 2 s (polled every 50 ms, the main thread making no allocator call); threshold 25% asserted for hakmem only."
 echo "refault: 300 rounds of 2 threads allocating 5,000 and 10,000 16-512 B blocks, freeing them and exiting; minor faults a round over the last 270; limit 64 asserted for hakmem only."
+echo "refault_single: 100 rounds of the main thread allocating and freeing 60,000 16-512 B blocks; minor faults a round over the last 80; limit 64 asserted for hakmem only."
 echo "wall s: the whole process, start to exit."
 echo "Logs: $logs"
 exit $hakmem_failed

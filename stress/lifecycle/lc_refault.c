@@ -16,6 +16,10 @@
  * here about a thousand a round.  One that keeps them for reuse faults only
  * the new threads' stacks.
  *
+ * With --single the main thread does the work of the rounds itself, a
+ * batch of `--blocks` blocks a round: the same reuse without threads, a
+ * program whose footprint rises and falls by a few MiB.
+ *
  * Asserts (exit status 1 on failure):
  *   - every stamp intact when its block is freed;
  *   - with --max-faults F (F > 0): the minor page faults of the process over
@@ -25,6 +29,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +49,8 @@ typedef struct worker {
   pthread_t th;
   uint64_t seed;
   size_t n;              /* blocks to allocate */
+  void **p;              /* their pointers and sizes: arrays of n, or NULL */
+  uint16_t *sz;          /* (then the worker allocates and frees its own) */
   unsigned long bad;     /* stamps found overwritten */
   int oom;               /* a malloc returned NULL */
 } worker_t;
@@ -56,12 +63,15 @@ static uint64_t block_tag(uint64_t seed, size_t i, size_t size)
 static void *worker_main(void *arg)
 {
   worker_t *w = (worker_t *)arg;
-  void **p = malloc(w->n * sizeof *p);
-  uint16_t *sz = malloc(w->n * sizeof *sz);
+  bool own = w->p == NULL;
+  void **p = own ? malloc(w->n * sizeof *p) : w->p;
+  uint16_t *sz = own ? malloc(w->n * sizeof *sz) : w->sz;
   if (p == NULL || sz == NULL) {
     w->oom = 1;
-    free(p);
-    free(sz);
+    if (own) {
+      free(p);
+      free(sz);
+    }
     return NULL;
   }
   ts_xs rng = {ts_hash_pair(w->seed, 1)};
@@ -81,8 +91,10 @@ static void *worker_main(void *arg)
       w->bad++;
     free(p[i]);
   }
-  free(sz);
-  free(p);
+  if (own) {
+    free(sz);
+    free(p);
+  }
   return NULL;
 }
 
@@ -92,19 +104,44 @@ int main(int argc, char **argv)
   long warmup = ts_arg_long(argc, argv, "--warmup", 30);
   long blocks = ts_arg_long(argc, argv, "--blocks", 5000);
   double max_faults = ts_arg_double(argc, argv, "--max-faults", 0.0);
+  int single = 0;
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--single") == 0) single = 1;
   if (rounds < 1 || warmup < 0 || warmup >= rounds || blocks < 1)
     TS_FAIL_EXIT("need --rounds >= 1, 0 <= --warmup < --rounds and --blocks >= 1");
-  ts_out("lc_refault: %ld rounds of 2 threads allocating %ld and %ld blocks of %d B .. %d B, "
-         "freeing them and exiting; faults counted after %ld rounds\n",
-         rounds, blocks, 2 * blocks, BLOCK_MIN, BLOCK_MAX, warmup);
+  if (single)
+    ts_out("lc_refault: %ld rounds of the main thread allocating %ld blocks of %d B .. %d B and "
+           "freeing them; faults counted after %ld rounds\n",
+           rounds, blocks, BLOCK_MIN, BLOCK_MAX, warmup);
+  else
+    ts_out("lc_refault: %ld rounds of 2 threads allocating %ld and %ld blocks of %d B .. %d B, "
+           "freeing them and exiting; faults counted after %ld rounds\n",
+           rounds, blocks, 2 * blocks, BLOCK_MIN, BLOCK_MAX, warmup);
 
   double t0 = ts_now();
   long flt0 = 0;
   unsigned long bad = 0, mallocs = 0;
   int oom = 0;
+  /* --single: the arrays once, outside the rounds (a large block each
+   * time would be a different program). */
+  void **ptrs = single ? malloc((size_t)blocks * sizeof *ptrs) : NULL;
+  uint16_t *sizes = single ? malloc((size_t)blocks * sizeof *sizes) : NULL;
+  if (single && (ptrs == NULL || sizes == NULL)) TS_FAIL_EXIT("allocation of the arrays failed");
   for (long r = 0; r < rounds; r++) {
     if (r == warmup) flt0 = ts_minflt();
     worker_t w[2];
+    if (single) {
+      memset(&w[0], 0, sizeof w[0]);
+      w[0].seed = ts_hash_pair((uint64_t)r, 2);
+      w[0].n = (size_t)blocks;
+      w[0].p = ptrs;
+      w[0].sz = sizes;
+      worker_main(&w[0]);
+      bad += w[0].bad;
+      oom |= w[0].oom;
+      mallocs += w[0].n;
+      continue;
+    }
     for (int k = 0; k < 2; k++) {
       memset(&w[k], 0, sizeof w[k]);
       w[k].seed = ts_hash_pair((uint64_t)r, (uint64_t)k);
@@ -121,6 +158,9 @@ int main(int argc, char **argv)
     }
   }
   long faults = ts_minflt() - flt0;
+  if (single) mallocs += 2;
+  free(sizes);
+  free(ptrs);
   double per_round = (double)faults / (double)(rounds - warmup);
   double wall = ts_now() - t0;
   ts_out("lc_refault: %ld minor faults over the last %ld rounds: %.1f a round; %.3f ms a round\n",
