@@ -386,9 +386,10 @@ void *hak_calloc(size_t n, size_t size)
 
 /* ----------------------------------------------------------------- aligned */
 
-/* align: a power of two.  Up to a page, a size class whose block size is a
- * multiple of align serves it (slabs start page-aligned, so every block of
- * such a class is aligned); beyond, a large mapping. */
+/* align: a power of two.  Up to a unit (64 KiB), a size class whose block
+ * size is a multiple of align serves it (a slab of such a class starts so
+ * aligned, superslab.c's slab_start, so every block of it is); beyond, or
+ * for more than the largest class, a large mapping. */
 static void *alloc_aligned_any(size_t align, size_t n)
 {
   if (n > HAK_MAX_ALLOC) {

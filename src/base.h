@@ -34,6 +34,10 @@
 #define HAK_NUM_CLASSES (HAK_NUM_SIZES + HAK_NUM_TWINS)
 #define HAK_MIN_ALIGN   16           /* every block start is 16-aligned */
 #define HAK_SLAB_ALIGN  4096         /* every slab start but a coloured one is page-aligned */
+/* ... and aligned to its block size's largest power-of-two divisor up to
+ * this (superslab.c, slab_start): a class whose size is a multiple of an
+ * alignment up to it serves aligned requests (hak_size_class_aligned) */
+#define HAK_SLAB_ALIGN_MAX HAK_UNIT_SIZE
 #define HAK_COLOR_ALIGN 64           /* every slab start is 64-aligned */
 #define HAK_MAX_ALLOC   ((size_t)PTRDIFF_MAX - 2 * HAK_SS_SIZE)
 

@@ -1,4 +1,4 @@
-/* Large blocks (beyond the largest size class, or aligned beyond a page):
+/* Large blocks (beyond the largest size class, or aligned beyond a unit, 64 KiB):
  * each has its own mapping, aligned to 2 MiB and covering whole 2 MiB
  * regions, so the registry maps every region it covers to its header;
  * except, unless HAKMEM_LARGE_ARENA=0, while the cache is warm, blocks of

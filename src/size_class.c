@@ -152,7 +152,7 @@ void hak_size_class_init(void)
 
 int hak_size_class_aligned(size_t n, size_t align)
 {
-  if (n > HAK_SMALL_MAX || align > HAK_SLAB_ALIGN) return -1;
+  if (n > HAK_SMALL_MAX || align > HAK_SLAB_ALIGN_MAX) return -1;
   for (size_t c = hak_size_class(n); c < HAK_NUM_SIZES; c++) {
     if (hak_class_size[c] % align != 0) continue;
     return (int)(align > HAK_COLOR_ALIGN && hak_class_colored(c) ? hak_class_twin(c) : c);

@@ -117,6 +117,21 @@ static size_t slab_color(hak_heap_t *h, size_t cls)
   return (size_t)h->color[cls]++ * HAK_COLOR_ALIGN % hak_class_size[cls];
 }
 
+/* Where a slab of class cls at unit u starts: past the header in unit 0,
+ * then a coloured class's colour.  A slab of an uncoloured class starts
+ * aligned to its block size's largest power-of-two divisor, up to a unit
+ * (unit 0's start, past the header, rounded up to it: no class has a block
+ * fewer there, the header already takes one), so every block of a class
+ * whose size is a multiple of an alignment up to 64 KiB has that alignment
+ * (hak_size_class_aligned). */
+static uint8_t *slab_start(hak_heap_t *h, hak_superslab_t *ss, unsigned u, size_t cls)
+{
+  uint8_t *p = unit_start(ss, u);
+  if (hak_class_colored(cls)) return p + slab_color(h, cls);
+  size_t a = (size_t)1 << __builtin_ctz(hak_class_size[cls]);
+  return (uint8_t *)hak_align_up((uintptr_t)p, a < HAK_SLAB_ALIGN_MAX ? a : HAK_SLAB_ALIGN_MAX);
+}
+
 /* Field by field, no memset: the statistics' walk (stats_report.c) may be
  * loading used and stat_cls from another thread, so those are stored as the
  * atomics they are. */
@@ -320,7 +335,7 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   s->block_size = bs;
   s->shift = s->remote_shift = (uint8_t)__builtin_ctz(bs);
   s->minv = s->remote_minv = mod_inverse(bs >> s->shift);
-  s->start = s->remote_start = unit_start(ss, (unsigned)unit) + slab_color(h, cls);
+  s->start = s->remote_start = slab_start(h, ss, (unsigned)unit, cls);
   s->reserved = (uint32_t)((size_t)(end - s->start) / bs);
   s->prev = s->next = NULL;
   s->cls = (uint8_t)cls;

@@ -601,6 +601,51 @@ static void test_alignments(void) {
         (unsigned long long)(s1.allocs - s0.allocs), (unsigned long long)(s1.frees - s0.frees));
 }
 
+/* Many blocks aligned beyond a page (8 to 64 KiB), more than a SuperSlab
+ * holds: each aligned, intact and disjoint from the others, and together
+ * mapped within a few times their size.  A mapping of its own per block
+ * (2 MiB-aligned, a system call apiece) would map over 2 MiB a block. */
+static void test_alignments_many(void) {
+  ts_check_begin("600 blocks aligned to 8, 16, 32 and 64 KiB: aligned, disjoint, mapped compactly");
+  enum { N = 600 };
+  static void *p[N];
+  static size_t len[N];
+  for (size_t a = 8 * KiB; a <= 64 * KiB; a <<= 1) {
+    const size_t sizes[4] = {1, a / 2 + 8, a, 3 * a / 2};
+    hak_stats_t s0 = ts_stats_now();
+    size_t asked = 0;
+    for (size_t i = 0; i < N; i++) {
+      size_t n = sizes[i % 4];
+      p[i] = NULL;
+      len[i] = 0;
+      int rc = hak_posix_memalign(&p[i], a, n);
+      CHECK(rc == 0 && p[i] != NULL, "hak_posix_memalign(%zu, %zu) returned %d", a, n, rc);
+      if (rc != 0) continue;
+      CHECK(ts_aligned_to(p[i], a), "block %zu of %zu B: %p not aligned to %zu", i, n, p[i], a);
+      len[i] = hak_malloc_usable_size(p[i]);
+      CHECK(len[i] >= n, "block %zu of %zu B aligned to %zu: usable %zu", i, n, a, len[i]);
+      ts_words_fill(p[i], len[i], a + i);
+      asked += n;
+    }
+    hak_stats_t s1 = ts_stats_now();
+    uint64_t grew = s1.mapped_bytes > s0.mapped_bytes ? s1.mapped_bytes - s0.mapped_bytes : 0;
+    CHECK(grew <= 4 * asked + 4 * MiB, "alignment %zu: %zu B asked mapped %llu B more", a, asked,
+          (unsigned long long)grew);
+    size_t m = 0;
+    for (size_t i = 0; i < N; i++) {
+      if (p[i] == NULL) continue;
+      size_t at = ts_words_verify(p[i], len[i], a + i);
+      CHECK(at == len[i], "alignment %zu block %zu: corrupted at %zu", a, i, at);
+      p[m] = p[i];
+      len[m++] = len[i];
+    }
+    char what[48];
+    snprintf(what, sizeof what, "blocks aligned to %zu", a);
+    check_disjoint(p, len, m, what);
+    for (size_t i = 0; i < m; i++) hak_free(p[i]);
+  }
+}
+
 /* ---------------------------------------------------------------- */
 
 static void test_valloc_pvalloc(void) {
@@ -866,6 +911,7 @@ int main(void) {
   test_reallocarray();
   test_bad_alignment();
   test_alignments();
+  test_alignments_many();
   test_valloc_pvalloc();
   test_free_variants();
   test_reuse();
