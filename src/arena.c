@@ -25,7 +25,8 @@
  *   freed_ms when a page of the group of word w was last freed;
  *   purging  pages a pass took out of free to purge outside the lock: they
  *            are in no run, free again (and clean) when the pass ends;
- *   idle     popcount(free & dirty), summed in arena_idle_pages;
+ *   idle     popcount(free & dirty), summed in arena_idle_pages (kept by
+ *            each change to the bits, over the words it touched);
  *   arena_due_ms  the earliest time a pass may claim idle pages (0:
  *            none), when the next pass has work.
  * A mutex, not lock-free: large blocks are allocated hundreds of times less
@@ -137,13 +138,27 @@ static size_t arena_count_idle(const hak_arena_t *a)
   return n;
 }
 
-/* After a change to a's bits (under the lock). */
-static void arena_recount(hak_arena_t *a)
+/* a's idle count, and the total, now idle (under the lock). */
+static void arena_set_idle(hak_arena_t *a, size_t idle)
 {
-  size_t idle = arena_count_idle(a);
   atomic_store_explicit(&arena_idle_pages, atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) - a->idle + idle,
                         memory_order_relaxed);
   a->idle = idle;
+}
+
+/* After a change to a's bits anywhere (under the lock): every word counted
+ * (a decay pass, a fork child). */
+static void arena_recount(hak_arena_t *a) { arena_set_idle(a, arena_count_idle(a)); }
+
+/* popcount(free & dirty) over the words holding pages [from, from + n),
+ * n > 0: a take, give or extension recounts only those (a count of the
+ * whole arena, 256 words, was most of a large malloc and free's time). */
+static size_t idle_in(const hak_arena_t *a, size_t from, size_t n)
+{
+  size_t c = 0;
+  if (n == 0) return 0;
+  for (size_t w = from / 64; w <= (from + n - 1) / 64; w++) c += (size_t)__builtin_popcountll(a->free[w] & a->dirty[w]);
+  return c;
 }
 
 /* ----------------------------------------------------------------- arenas */
@@ -196,9 +211,10 @@ void *hak_arena_take(size_t pages, size_t zero_from, size_t zero_to)
   if (zero_to > zero_from)
     for (size_t k = 0; k < pages; k++)
       if (a->dirty[(i + k) / 64] >> ((i + k) % 64) & 1) was_dirty[k / 64] |= (uint64_t)1 << (k % 64);
+  size_t idle = a->idle - idle_in(a, i, pages);
   bits_put(a->free, i, pages, false);
   bits_put(a->dirty, i, pages, true);
-  arena_recount(a);
+  arena_set_idle(a, idle + idle_in(a, i, pages));
   pthread_mutex_unlock(&arena_lock);
   char *run = a->data + i * HAK_PAGE_SIZE;
   /* The pages that may hold old data, within [zero_from, zero_to): ours now. */
@@ -221,13 +237,14 @@ void hak_arena_give(void *run, size_t pages, bool purge)
   }
   uint64_t now = hak_os_now_ms();
   pthread_mutex_lock(&arena_lock);
+  size_t idle = a->idle - idle_in(a, i, pages);
   bits_put(a->free, i, pages, true);
   bits_put(a->dirty, from, to - from, false);
   for (size_t w = i / 64; w <= (i + pages - 1) / 64; w++) a->freed_ms[w] = now;
   uint64_t due = now + hak_opt.purge_delay_ms, was_due = atomic_load_explicit(&arena_due_ms, memory_order_relaxed);
   bool sooner = was_due == 0 || due < was_due;
   if (sooner) atomic_store_explicit(&arena_due_ms, due, memory_order_relaxed);
-  arena_recount(a);
+  arena_set_idle(a, idle + idle_in(a, i, pages));
   pthread_mutex_unlock(&arena_lock);
   if (sooner) hak_os_bell_ring();  /* the purger gives them back if they stay unused */
 }
@@ -240,9 +257,10 @@ bool hak_arena_extend(void *run, size_t pages, size_t more)
   pthread_mutex_lock(&arena_lock);
   bool ok = bits_all(a->free, i, more);
   if (ok) {
+    size_t idle = a->idle - idle_in(a, i, more);
     bits_put(a->free, i, more, false);
     bits_put(a->dirty, i, more, true);
-    arena_recount(a);
+    arena_set_idle(a, idle + idle_in(a, i, more));
   }
   pthread_mutex_unlock(&arena_lock);
   return ok;
@@ -294,16 +312,18 @@ static void arena_purge_claimed(hak_arena_t *a)
  * many. */
 static size_t arena_claim_range(hak_arena_t *a, size_t from, size_t n, bool idle_only)
 {
-  size_t claimed = 0;
+  size_t claimed = 0, idle = 0;
   while (n != 0) {
     size_t w = from / 64, b = from % 64, k = 64 - b < n ? 64 - b : n;
     uint64_t c = a->free[w] & (idle_only ? a->dirty[w] : ~(uint64_t)0) & bits_mask(b, k);
     a->purging[w] |= c;
     a->free[w] &= ~c;
     claimed += (size_t)__builtin_popcountll(c);
+    idle += (size_t)__builtin_popcountll(c & a->dirty[w]);
     from += k;
     n -= k;
   }
+  arena_set_idle(a, a->idle - idle);  /* out of free: idle no more */
   return claimed;
 }
 
