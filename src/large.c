@@ -769,8 +769,10 @@ static void count_large(hak_heap_t *h, bool alloc, uint64_t blocks, size_t bytes
 }
 
 /* A mapping of map_size bytes or more: from the cache (grown if needed,
- * unprotected), or fresh.  NULL on ENOMEM. */
-static hak_large_t *large_map(size_t map_size, size_t map_align, size_t *fresh_from)
+ * unprotected), or fresh, with huge pages for the 2 MiB regions of
+ * [huge_from, huge_to) (offsets).  NULL on ENOMEM. */
+static hak_large_t *large_map(size_t map_size, size_t map_align, size_t huge_from, size_t huge_to,
+                              size_t *fresh_from)
 {
   if (map_align <= HAK_SS_SIZE) {
     hak_large_t *l = cache_take(map_size);
@@ -788,7 +790,7 @@ static hak_large_t *large_map(size_t map_size, size_t map_align, size_t *fresh_f
   hak_large_t *l = hak_os_map_aligned(map_size, map_align);
   if (l == NULL) return NULL;
   size_t end = map_size - GUARD;
-  large_hugepage(l, HAK_SS_SIZE, end);
+  large_hugepage(l, huge_from, huge_to);
   hak_os_protect((char *)l + end, GUARD, false);
   l->map_base = l;
   l->map_size = map_size;
@@ -944,8 +946,16 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
     if (p != NULL) return p;
   }
   size_t map_size = hak_align_up(off_min + size, HAK_SS_SIZE) + GUARD;
-  size_t fresh_from;
-  hak_large_t *l = large_map(map_size, align > HAK_SS_SIZE ? align : HAK_SS_SIZE, &fresh_from);
+  /* Huge pages past the first region of a fresh mapping: a block ends at
+   * the guard, so it covers them whole, but one aligned to 2 MiB or more
+   * starts a region it may not fill (it sits as placed below), and a huge
+   * page there held all 2 MiB for it: then only the regions it covers. */
+  size_t area = map_size - GUARD, fresh_from, huge_from = HAK_SS_SIZE, huge_to = area;
+  if (!grow && align >= HAK_SS_SIZE) {
+    huge_from = (area - size) & ~(align - 1);
+    huge_to = hak_align_up(huge_from + size, HAK_PAGE_SIZE);
+  }
+  hak_large_t *l = large_map(map_size, align > HAK_SS_SIZE ? align : HAK_SS_SIZE, huge_from, huge_to, &fresh_from);
   if (l == NULL) { errno = ENOMEM; return NULL; }
   size_t end = large_end(l), off, usable;
   if (!grow) {

@@ -1400,6 +1400,23 @@ static long anon_huge_kb(const void *p) {
   return kb;
 }
 
+/* A small block aligned to 4 MiB sits at the start of a 2 MiB region of
+ * its own mapping (fresh: that alignment takes no cached one) that it does
+ * not fill: written whole, it holds its own pages, not a huge page of the
+ * region (the region's huge-page advice held 2 MiB for each such block). */
+static void test_aligned_small_huge(void) {
+  ts_check_begin("a written 64 KiB block aligned to 4 MiB holds its pages, not its region's huge page");
+  void *v = NULL;
+  int rc = hak_posix_memalign(&v, 4 * MiB, 64 * KiB);
+  REQUIRE(rc == 0 && v != NULL, "hak_posix_memalign(4 MiB, 64 KiB) returned %d", rc);
+  memset(v, 0x5A, 64 * KiB);
+  size_t res = resident_bytes(v, 2 * MiB);
+  long huge = anon_huge_kb(v);
+  CHECK(res <= 256 * KiB && huge <= 0, "64 KiB written: %zu bytes of its 2 MiB region resident, %ld kB in huge pages",
+        res, huge);
+  hak_free(v);
+}
+
 /* A 2 MiB region a decay pass gives back whole comes back as a huge page:
  * the pass gives it back with one call, not in pieces (a piece of a huge
  * page splits it, and its region then faults 4 KiB at a time for good).  A
@@ -1487,6 +1504,7 @@ int main(int argc, char **argv) {
   test_realloc_doubling();
   test_realloc_small_large();
   test_aligned_large();
+  test_aligned_small_huge();
   test_tail();
   test_stats();
   test_spare_keep();
