@@ -161,6 +161,16 @@ static size_t idle_in(const hak_arena_t *a, size_t from, size_t n)
   return c;
 }
 
+/* Pages [i, i + n) of a join a run (under the lock): out of free, dirty
+ * from now on (a take, an extension). */
+static void run_mark(hak_arena_t *a, size_t i, size_t n)
+{
+  size_t idle = a->idle - idle_in(a, i, n);
+  bits_put(a->free, i, n, false);
+  bits_put(a->dirty, i, n, true);
+  arena_set_idle(a, idle + idle_in(a, i, n));
+}
+
 /* ----------------------------------------------------------------- arenas */
 
 static inline hak_arena_t *arena_of(const void *p)
@@ -211,10 +221,7 @@ void *hak_arena_take(size_t pages, size_t zero_from, size_t zero_to)
   if (zero_to > zero_from)
     for (size_t k = 0; k < pages; k++)
       if (a->dirty[(i + k) / 64] >> ((i + k) % 64) & 1) was_dirty[k / 64] |= (uint64_t)1 << (k % 64);
-  size_t idle = a->idle - idle_in(a, i, pages);
-  bits_put(a->free, i, pages, false);
-  bits_put(a->dirty, i, pages, true);
-  arena_set_idle(a, idle + idle_in(a, i, pages));
+  run_mark(a, i, pages);
   pthread_mutex_unlock(&arena_lock);
   char *run = a->data + i * HAK_PAGE_SIZE;
   /* The pages that may hold old data, within [zero_from, zero_to): ours now. */
@@ -256,12 +263,7 @@ bool hak_arena_extend(void *run, size_t pages, size_t more)
   if (i + more > ARENA_PAGES || pages + more > RUN_MAX_PAGES) return false;
   pthread_mutex_lock(&arena_lock);
   bool ok = bits_all(a->free, i, more);
-  if (ok) {
-    size_t idle = a->idle - idle_in(a, i, more);
-    bits_put(a->free, i, more, false);
-    bits_put(a->dirty, i, more, true);
-    arena_set_idle(a, idle + idle_in(a, i, more));
-  }
+  if (ok) run_mark(a, i, more);
   pthread_mutex_unlock(&arena_lock);
   return ok;
 }

@@ -104,9 +104,7 @@ int main(int argc, char **argv)
   long warmup = ts_arg_long(argc, argv, "--warmup", 30);
   long blocks = ts_arg_long(argc, argv, "--blocks", 5000);
   double max_faults = ts_arg_double(argc, argv, "--max-faults", 0.0);
-  int single = 0;
-  for (int i = 1; i < argc; i++)
-    if (strcmp(argv[i], "--single") == 0) single = 1;
+  bool single = ts_arg_flag(argc, argv, "--single");
   if (rounds < 1 || warmup < 0 || warmup >= rounds || blocks < 1)
     TS_FAIL_EXIT("need --rounds >= 1, 0 <= --warmup < --rounds and --blocks >= 1");
   if (single)

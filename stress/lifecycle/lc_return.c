@@ -159,9 +159,7 @@ static const char *size_text(size_t n, char *buf, size_t len)
 
 int main(int argc, char **argv)
 {
-  for (int i = 1; i < argc; i++)
-    if (strcmp(argv[i], "--large") == 0)
-      large_mode = 1;
+  large_mode = ts_arg_flag(argc, argv, "--large");
   if (large_mode) {
     block_min = (size_t)1 << 20;
     block_max = (size_t)16 << 20;

@@ -93,6 +93,14 @@ const char *ts_arg_str(int argc, char **argv, const char *name)
     return NULL;
 }
 
+bool ts_arg_flag(int argc, char **argv, const char *name)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], name) == 0)
+            return true;
+    return false;
+}
+
 /* The number after `name` into *l (strtol) or *d (strtod), which must take
  * all of it; false when `name` is absent. */
 static bool arg_number(int argc, char **argv, const char *name, long *l, double *d)

@@ -37,6 +37,9 @@ void ts_parse_opts(int argc, char **argv, const char *prog, const ts_opt *opts, 
 /* The argument after `name` (e.g. "--threads"), or NULL. */
 const char *ts_arg_str(int argc, char **argv, const char *name);
 
+/* Is `name` (a flag without a value, e.g. "--large") among the arguments? */
+bool ts_arg_flag(int argc, char **argv, const char *name);
+
 /* The decimal long / double after `name`, or dflt when `name` is absent.  A
  * value that does not parse ends the process (TS_FAIL_EXIT, status 1). */
 long ts_arg_long(int argc, char **argv, const char *name, long dflt);
