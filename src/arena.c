@@ -10,8 +10,12 @@
  * After the header come ARENA_PAGES pages, handed out as runs: first fit in
  * address order, so the low pages are reused and the high ones stay
  * untouched.  A run holds one large block (large.c): its header, then the
- * block.  Past its first 2 MiB region (the header's, 4 KiB pages) an arena
- * has transparent huge pages: fresh pages fault in 2 MiB at a time.
+ * block.  A 2 MiB region past the first (the header's) has transparent
+ * huge pages once a run of 2 MiB or more took pages there (its fresh pages
+ * fault in 2 MiB at a time), until its pages go back whole.  Smaller runs
+ * give none, as glibc's hugetlb tunable does: a block smaller than a huge
+ * page is often touched in part (a buffer sized for the largest message),
+ * and a huge page commits 2 MiB at its first byte.
  * Arenas are never unmapped; their free pages go back to the OS in decay
  * passes (hak_arena_decay, arena_claim): a huge page once all of it is
  * free and no page of it was freed for the purge delay (in the first
@@ -23,6 +27,13 @@
  *   dirty    bit i clear: page i holds no memory (never touched, or purged);
  *            set: it may (a run taken marks all its pages dirty);
  *   freed_ms when a page of the group of word w was last freed;
+ *   huge     huge[r]: region r + 1 is advised huge pages.  Set under the
+ *            lock by a take or extension of a run of HUGE_PAGES or more
+ *            with pages there (hak_arena_take, hak_arena_extend), which
+ *            then advises it; cleared, with the advice, by whoever holds
+ *            all of its pages outside the lock (no take may touch them):
+ *            a purging hak_arena_give, or the pass that claimed them.  Read
+ *            by a pass under the lock only where all its pages are free;
  *   purging  pages a pass took out of free to purge outside the lock: they
  *            are in no run, free again (and clean) when the pass ends;
  *   idle     popcount(free & dirty), summed in arena_idle_pages (kept by
@@ -47,6 +58,7 @@
 #define RUN_MAX_PAGES (HAK_ARENA_BLOCK_MAX / HAK_PAGE_SIZE + 2)  /* a block, its header, rounding */
 #define HUGE_FIRST ((HAK_SS_SIZE - ARENA_META) / HAK_PAGE_SIZE)  /* pages of the first 2 MiB region */
 #define HUGE_PAGES (HAK_SS_SIZE / HAK_PAGE_SIZE)                 /* pages of a huge page */
+#define HUGE_REGIONS ((ARENA_PAGES - HUGE_FIRST) / HUGE_PAGES)     /* the regions past the first */
 
 _Static_assert((ARENA_PAGES - HUGE_FIRST) % HUGE_PAGES == 0, "the arena ends on a huge page");
 
@@ -56,6 +68,7 @@ typedef struct hak_arena {
   char *data;      /* page 0 */
   size_t idle;
   uint64_t free[ARENA_WORDS], dirty[ARENA_WORDS], purging[ARENA_WORDS], freed_ms[ARENA_WORDS];
+  bool huge[HUGE_REGIONS];
 } hak_arena_t;
 
 _Static_assert(sizeof(hak_arena_t) <= ARENA_META, "the arena header fits its pages");
@@ -183,6 +196,55 @@ static inline size_t page_index(const hak_arena_t *a, const void *p)
   return (size_t)((const char *)p - a->data) / HAK_PAGE_SIZE;
 }
 
+/* The regions [*r0, *r1) (huge[] indexes) that pages [i, i + n) cover
+ * whole. */
+static void regions_covered(size_t i, size_t n, size_t *r0, size_t *r1)
+{
+  *r0 = i <= HUGE_FIRST ? 0 : (i - HUGE_FIRST + HUGE_PAGES - 1) / HUGE_PAGES;
+  *r1 = i + n <= HUGE_FIRST ? 0 : (i + n - HUGE_FIRST) / HUGE_PAGES;
+  if (*r1 < *r0) *r1 = *r0;
+}
+
+static char *region_base(hak_arena_t *a, size_t r) { return (char *)a + (r + 1) * HAK_SS_SIZE; }
+
+/* A run [i, i + n) of a was taken or grown (under the lock): if it is a
+ * huge page or more, the regions it has pages in get huge pages.  Returns
+ * the span of those that had none, [*r0, *r1), for huge_advise after the
+ * lock. */
+static void huge_mark(hak_arena_t *a, size_t i, size_t n, size_t *r0, size_t *r1)
+{
+  *r0 = *r1 = 0;
+  if (n < HUGE_PAGES || i + n <= HUGE_FIRST) return;
+  size_t from = i <= HUGE_FIRST ? 0 : (i - HUGE_FIRST) / HUGE_PAGES;
+  size_t to = (i + n - HUGE_FIRST + HUGE_PAGES - 1) / HUGE_PAGES;
+  for (size_t r = from; r < to; r++) {
+    if (a->huge[r]) continue;
+    a->huge[r] = true;
+    if (*r1 == 0) *r0 = r;
+    *r1 = r + 1;
+  }
+}
+
+static void huge_advise(hak_arena_t *a, size_t r0, size_t r1)
+{
+  if (r1 > r0) hak_os_hugepage(region_base(a, r0), (r1 - r0) * HAK_SS_SIZE);
+}
+
+/* Pages [i, i + n) of a were purged by their holder: the regions they
+ * cover whole lose their huge pages. */
+static void huge_off(hak_arena_t *a, size_t i, size_t n)
+{
+  size_t r0, r1;
+  regions_covered(i, n, &r0, &r1);
+  for (size_t r = r0; r < r1; r++) {
+    if (!a->huge[r]) continue;
+    size_t e = r;  /* the advised regions from r: one call */
+    while (e < r1 && a->huge[e]) a->huge[e++] = false;
+    hak_os_hugepage_off(region_base(a, r), (e - r) * HAK_SS_SIZE);
+    r = e;
+  }
+}
+
 /* A new arena, registered and linked (under the lock), or NULL. */
 static hak_arena_t *arena_new(void)
 {
@@ -194,7 +256,6 @@ static hak_arena_t *arena_new(void)
   }
   a->magic = HAK_ARENA_MAGIC;
   a->data = (char *)a + ARENA_META;
-  hak_os_hugepage((char *)a + HAK_SS_SIZE, ARENA_SIZE - HAK_SS_SIZE);  /* past the header's region */
   bits_put(a->free, 0, ARENA_PAGES, true);
   if (arena_last != NULL) arena_last->next = a;
   else arena_first = a;
@@ -222,7 +283,10 @@ void *hak_arena_take(size_t pages, size_t zero_from, size_t zero_to)
     for (size_t k = 0; k < pages; k++)
       if (a->dirty[(i + k) / 64] >> ((i + k) % 64) & 1) was_dirty[k / 64] |= (uint64_t)1 << (k % 64);
   run_mark(a, i, pages);
+  size_t r0, r1;
+  huge_mark(a, i, pages, &r0, &r1);
   pthread_mutex_unlock(&arena_lock);
+  huge_advise(a, r0, r1);
   char *run = a->data + i * HAK_PAGE_SIZE;
   /* The pages that may hold old data, within [zero_from, zero_to): ours now. */
   for (size_t k = zero_from / HAK_PAGE_SIZE; zero_to > zero_from && k * HAK_PAGE_SIZE < zero_to; k++) {
@@ -240,6 +304,7 @@ void hak_arena_give(void *run, size_t pages, bool purge)
   size_t i = page_index(a, run), from = i, to = purge ? i + pages : i;
   if (to > from) {  /* still ours: in no run, not free */
     hak_os_purge(a->data + from * HAK_PAGE_SIZE, (to - from) * HAK_PAGE_SIZE);
+    huge_off(a, from, to - from);
     hak_gcount(&hak_gstats.purged_bytes, (to - from) * HAK_PAGE_SIZE);
   }
   uint64_t now = hak_os_now_ms();
@@ -263,8 +328,13 @@ bool hak_arena_extend(void *run, size_t pages, size_t more)
   if (i + more > ARENA_PAGES || pages + more > RUN_MAX_PAGES) return false;
   pthread_mutex_lock(&arena_lock);
   bool ok = bits_all(a->free, i, more);
-  if (ok) run_mark(a, i, more);
+  size_t r0 = 0, r1 = 0;
+  if (ok) {
+    run_mark(a, i, more);
+    huge_mark(a, i - pages, pages + more, &r0, &r1);
+  }
   pthread_mutex_unlock(&arena_lock);
+  huge_advise(a, r0, r1);
   return ok;
 }
 
@@ -300,6 +370,7 @@ static void arena_purge_claimed(hak_arena_t *a)
       }
       if (len != 0) {
         hak_os_purge(a->data + start * HAK_PAGE_SIZE, len * HAK_PAGE_SIZE);
+        huge_off(a, start, len);
         hak_gcount(&hak_gstats.purged_bytes, len * HAK_PAGE_SIZE);
         len = 0;
       }
@@ -332,21 +403,27 @@ static size_t arena_claim_range(hak_arena_t *a, size_t from, size_t n, bool idle
 /* A pass's view of a's free pages (under the lock): claim those it gives
  * back, and say when the rest falls due (*next, the earliest; 0: none).
  * The first 2 MiB region holds the header and has 4 KiB pages: its free
- * pages go by their group's age.  The other regions have huge pages: one
- * goes back whole once all its pages are free and their groups idle for the
- * purge delay.  A region a run still holds in part (pinned) keeps its free
+ * pages go by their group's age.  The other regions may have huge pages
+ * (a run covered them whole): one goes back whole, with its advice, once
+ * all its pages are free and their groups idle for the purge delay.  A region a run still holds in part (pinned) keeps its free
  * pages for PINNED_DELAYS delays, since giving back part of a huge page
  * splits it and the region then faults 4 KiB at a time; then its idle pages
  * go back alone, so a long-lived block does not keep its neighbours' memory.
- * A pinned region is never claimed whole: its live pages are a run's.
- * force: every free page that keeps memory, at once.  Returns the pages
- * claimed. */
+ * A pinned region is never claimed whole: its live pages are a run's.  A
+ * region all free and clean that still has huge pages is claimed whole
+ * too, to lose them (huge_off).  force: every free page that keeps memory,
+ * and those regions, at once.  Returns the pages claimed. */
 #define PINNED_DELAYS 4
 static size_t arena_claim(hak_arena_t *a, uint64_t now, bool force, uint64_t *next)
 {
   uint64_t delay = hak_opt.purge_delay_ms;
-  if (force) return arena_claim_range(a, 0, ARENA_PAGES, true);
   size_t claimed = 0;
+  if (force) {
+    claimed = arena_claim_range(a, 0, HUGE_FIRST, true);
+    for (size_t r = 0, from = HUGE_FIRST; r < HUGE_REGIONS; r++, from += HUGE_PAGES)
+      claimed += arena_claim_range(a, from, HUGE_PAGES, !(bits_all(a->free, from, HUGE_PAGES) && a->huge[r]));
+    return claimed;
+  }
   for (size_t w = 0; w * 64 < HUGE_FIRST; w++) {
     size_t n = (w + 1) * 64 <= HUGE_FIRST ? 64 : HUGE_FIRST - w * 64;
     if (!bits_test(a->free, a->dirty, w * 64, n, false)) continue;
@@ -356,9 +433,10 @@ static size_t arena_claim(hak_arena_t *a, uint64_t now, bool force, uint64_t *ne
     }
     claimed += arena_claim_range(a, w * 64, n, true);
   }
-  for (size_t from = HUGE_FIRST; from < ARENA_PAGES; from += HUGE_PAGES) {
-    if (!bits_test(a->free, a->dirty, from, HUGE_PAGES, false)) continue;  /* nothing idle there */
+  for (size_t r = 0, from = HUGE_FIRST; r < HUGE_REGIONS; r++, from += HUGE_PAGES) {
     bool whole = bits_all(a->free, from, HUGE_PAGES);
+    /* Nothing idle there, and no advice to take back. */
+    if (!bits_test(a->free, a->dirty, from, HUGE_PAGES, false) && !(whole && a->huge[r])) continue;
     uint64_t at = 0;  /* when the region's last group falls due */
     for (size_t w = from / 64; w <= (from + HUGE_PAGES - 1) / 64; w++)
       if (a->freed_ms[w] + delay > at) at = a->freed_ms[w] + delay;

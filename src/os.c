@@ -1,5 +1,6 @@
 /* The operating system: the only file that maps, purges and unmaps memory. */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,40 @@ void hak_os_hugepage(void *p, size_t size)
   if (size == 0) return;
   int saved = errno;
   (void)madvise(p, size, MADV_HUGEPAGE);
+  errno = saved;
+}
+
+/* Whether transparent huge pages are in "madvise" mode: only advised
+ * ranges get them.  Read once; in "always" or "never" mode hakmem's advice
+ * is not what decides, and is never taken back.  relaxed: the same value
+ * whoever reads it first. */
+static _Atomic(int) thp_mode;  /* 0: not read yet, 1: madvise, 2: another */
+
+static bool thp_madvise_mode(void)
+{
+  int mode = atomic_load_explicit(&thp_mode, memory_order_relaxed);
+  if (mode != 0) return mode == 1;
+  char buf[64] = { 0 };
+  int saved = errno;
+  int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)!read(fd, buf, sizeof buf - 1);
+    close(fd);
+  }
+  errno = saved;
+  mode = strstr(buf, "[madvise]") != NULL ? 1 : 2;
+  atomic_store_explicit(&thp_mode, mode, memory_order_relaxed);
+  return mode == 1;
+}
+
+/* Take back hak_os_hugepage's advice on [p, p+size) (2 MiB aligned), so
+ * that a later touch there commits 4 KiB, not 2 MiB: in "madvise" mode
+ * only, where MADV_NOHUGEPAGE means what no advice means. */
+void hak_os_hugepage_off(void *p, size_t size)
+{
+  if (size == 0 || !thp_madvise_mode()) return;
+  int saved = errno;
+  (void)madvise(p, size, MADV_NOHUGEPAGE);
   errno = saved;
 }
 

@@ -1448,6 +1448,55 @@ static void test_arena_huge(void) {
   hak_collect();
 }
 
+/* Whether transparent huge pages are in "always" mode: then the kernel
+ * gives every region huge pages, whatever hakmem advises. */
+static bool thp_always(void) {
+  char buf[128] = "";
+  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (f == NULL) return false;
+  if (fgets(buf, sizeof buf, f) == NULL) buf[0] = '\0';
+  fclose(f);
+  return strstr(buf, "[always]") != NULL;
+}
+
+/* Blocks smaller than a huge page get no huge pages: twelve 1 MiB arena
+ * blocks (past the arena's first region from the third on), each written
+ * in one page, hold about that page each, not the 2 MiB region around it
+ * (the arenas advised huge pages everywhere past their first region, and
+ * each such block held 1 MiB or more), also where a 4 MiB block had huge
+ * pages before its pages went back.  A 4 MiB block written whole still
+ * gets them (test_arena_huge). */
+static void test_arena_sparse(void) {
+  if (!arena_begin("arena: 1 MiB blocks written in one page hold that page, not a huge page")) return;
+  if (thp_always()) {
+    printf("   skipped: transparent huge pages are in \"always\" mode\n");
+    return;
+  }
+  /* First a 4 MiB block written whole (huge pages), freed and given back:
+   * its regions lose their huge pages with their memory, and the small
+   * blocks below take them first (first fit). */
+  unsigned char *big = written(4 * MiB, 0x3C);
+  hak_free(big);
+  collect_warm();
+  enum { N = 12 };
+  unsigned char *v[N];
+  size_t most = 0, total = 0;
+  for (int i = 0; i < N; i++) {
+    v[i] = hak_malloc(1 * MiB);
+    REQUIRE(v[i] != NULL, "hak_malloc(1 MiB)");
+    v[i][512 * KiB] = (unsigned char)i;
+  }
+  for (int i = 0; i < N; i++) {
+    size_t res = resident_bytes(v[i], 1 * MiB);
+    total += res;
+    if (res > most) most = res;
+  }
+  CHECK(most <= 64 * KiB, "%d blocks of 1 MiB written in one page: up to %zu KiB of a block resident, %zu KiB "
+        "in all (a huge page per touch)", N, most / KiB, total / KiB);
+  for (int i = 0; i < N; i++) hak_free(v[i]);
+  hak_collect();
+}
+
 /* Freed arena pages kept idle stay within HAKMEM_LARGE_CACHE_KB (64 MiB):
  * twelve written 8 MiB blocks freed leave at most that much cached. */
 static void test_arena_bound(void) {
@@ -1514,6 +1563,7 @@ int main(int argc, char **argv) {
   test_arena_realloc();
   test_arena_pinned();
   test_arena_huge();
+  test_arena_sparse();
   test_arena_bound();
   ts_check_begin("everything freed");
   hak_stats_t end = ts_stats_now();
