@@ -144,6 +144,18 @@ static long run_find(const hak_arena_t *a, size_t n)
   return -1;
 }
 
+/* The first run of n free pages of a whose address plus lead is a multiple
+ * of align (above a page), or -1: a run of n + align pages - 1 holds one. */
+static long run_find_aligned(const hak_arena_t *a, size_t n, size_t align, size_t lead)
+{
+  if (align <= HAK_PAGE_SIZE) return run_find(a, n);
+  size_t step = align / HAK_PAGE_SIZE;
+  long at = run_find(a, n + step - 1);
+  if (at < 0) return -1;
+  uintptr_t start = (uintptr_t)a->data + (size_t)at * HAK_PAGE_SIZE + lead;
+  return at + (long)((hak_align_up(start, align) - start) / HAK_PAGE_SIZE);
+}
+
 static size_t arena_count_idle(const hak_arena_t *a)
 {
   size_t n = 0;
@@ -264,16 +276,16 @@ static hak_arena_t *arena_new(void)
   return a;
 }
 
-void *hak_arena_take(size_t pages, size_t zero_from, size_t zero_to)
+void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, size_t zero_to)
 {
-  if (pages == 0 || pages > RUN_MAX_PAGES) return NULL;
+  if (pages == 0 || pages > RUN_MAX_PAGES || align > HAK_ARENA_ALIGN_MAX) return NULL;
   uint64_t was_dirty[(RUN_MAX_PAGES + 63) / 64] = { 0 };
   pthread_mutex_lock(&arena_lock);
   hak_arena_t *a;
   long at = -1;
   for (a = arena_first; a != NULL; a = a->next)
-    if ((at = run_find(a, pages)) >= 0) break;
-  if (a == NULL && (a = arena_new()) != NULL) at = run_find(a, pages);
+    if ((at = run_find_aligned(a, pages, align, lead)) >= 0) break;
+  if (a == NULL && (a = arena_new()) != NULL) at = run_find_aligned(a, pages, align, lead);
   if (a == NULL || at < 0) {
     pthread_mutex_unlock(&arena_lock);
     return NULL;

@@ -8,10 +8,14 @@
 #define HAK_ARENA_MAGIC 0x48414b4152454e41ul  /* "HAKARENA" */
 #define HAK_ARENA_BLOCK_MAX ((size_t)8 << 20)  /* the largest block an arena serves */
 
-/* A run of `pages` pages for a large block, or NULL (out of memory).  Pages
- * of the run that may hold old data are zeroed in [zero_from, zero_to)
- * (byte offsets into the run; zero_to 0: none). */
-void *hak_arena_take(size_t pages, size_t zero_from, size_t zero_to);
+#define HAK_ARENA_ALIGN_MAX HAK_SS_SIZE          /* the largest alignment an arena block gets */
+
+/* A run of `pages` pages for a large block, or NULL (out of memory); if
+ * align (a power of two, at most HAK_ARENA_ALIGN_MAX) is more than a page,
+ * the run's address plus `lead` (a page multiple) is a multiple of it.
+ * Pages of the run that may hold old data are zeroed in [zero_from,
+ * zero_to) (byte offsets into the run; zero_to 0: none). */
+void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, size_t zero_to);
 /* Give back a run that hak_arena_take handed out, or its tail; purge: its
  * pages go back to the OS now (splitting the huge pages it shares with
  * other runs; else they stay for the next runs until a decay pass finds

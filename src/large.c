@@ -2,7 +2,7 @@
  * each has its own mapping, aligned to 2 MiB and covering whole 2 MiB
  * regions, so the registry maps every region it covers to its header;
  * except, unless HAKMEM_LARGE_ARENA=0, while the cache is warm, blocks of
- * up to 8 MiB with the default alignment, which take runs of pages in the
+ * up to 8 MiB aligned to at most 2 MiB, which take runs of pages in the
  * page arenas (arena.c; "arena blocks" below: their layout and what they
  * trade).
  *
@@ -850,10 +850,11 @@ static void large_publish(hak_heap_t *h, hak_large_t *l)
 /* ------------------------------------------------------------ arena blocks */
 
 /* Arena blocks (arena.c): once the cache is warm (the program reuses large
- * blocks), a block of up to HAK_ARENA_BLOCK_MAX with the default alignment
- * takes a run of pages from the arenas: the header at its start, then the
- * block, placed to end within 15 bytes of the run's end (those are canary
- * bytes, large_tail).  The word before the canary word holds the header's address
+ * blocks), a block of up to HAK_ARENA_BLOCK_MAX (less its alignment above
+ * a page) aligned to at most HAK_ARENA_ALIGN_MAX takes a run of pages from
+ * the arenas: the header at its start, then the block, placed to end within
+ * 15 bytes of the run's end (those are canary bytes, large_tail) if its
+ * alignment lets it (large_arena_alloc).  The word before the canary word holds the header's address
  * (hak_large_of finds the header from the block).  Pages freed by one
  * block serve the next of any size: no system call, no page fault, nothing
  * zeroed by the kernel while the program keeps reusing them; free pages go
@@ -867,8 +868,8 @@ static void large_publish(hak_heap_t *h, hak_large_t *l)
  * whose freed blocks fault on any access. */
 static bool large_arena_fits(size_t size, size_t align, bool grow)
 {
-  return !grow && align <= HAK_MIN_ALIGN && size <= HAK_ARENA_BLOCK_MAX && hak_opt.large_arena &&
-         !hak_opt.secure && large_warm();
+  return !grow && align <= HAK_ARENA_ALIGN_MAX && size <= HAK_ARENA_BLOCK_MAX - (align > HAK_PAGE_SIZE ? align : 0) &&
+         hak_opt.large_arena && !hak_opt.secure && large_warm();
 }
 
 bool hak_large_arena_serves(size_t size) { return large_arena_fits(size, HAK_MIN_ALIGN, false); }
@@ -877,12 +878,25 @@ bool hak_large_arena_serves(size_t size) { return large_arena_fits(size, HAK_MIN
  * address and the canary word (the block may share the header's page). */
 #define ARENA_BLOCK_MIN (hak_align_up(sizeof(hak_large_t), HAK_MIN_ALIGN) + 2 * sizeof(uintptr_t))
 
-static void *large_arena_alloc(hak_heap_t *h, size_t size, bool zero)
+/* An arena block of size bytes aligned to align: up to a page, placed as
+ * late in its run as the alignment lets it; above, a page into its run
+ * (the header's), the run placed so that the block is aligned.  Its usable
+ * size counts what it leaves of the run's end past TAIL_MAX (as a
+ * mapping's). */
+static void *large_arena_alloc(hak_heap_t *h, size_t size, size_t align, bool zero)
 {
-  size_t span = hak_align_up(size, HAK_MIN_ALIGN);
-  size_t pages = hak_align_up(ARENA_BLOCK_MIN + span, HAK_PAGE_SIZE) / HAK_PAGE_SIZE;
-  size_t end = pages * HAK_PAGE_SIZE, off = end - span;
-  hak_large_t *l = hak_arena_take(pages, zero ? off : 0, zero ? end : 0);
+  size_t span = hak_align_up(size, HAK_MIN_ALIGN), pages, off;
+  if (align <= HAK_PAGE_SIZE) {
+    pages = hak_align_up(ARENA_BLOCK_MIN + span, HAK_PAGE_SIZE) / HAK_PAGE_SIZE;
+    off = (pages * HAK_PAGE_SIZE - span) & ~(align - 1);
+    if (off < ARENA_BLOCK_MIN) off = (++pages * HAK_PAGE_SIZE - span) & ~(align - 1);
+  } else {
+    off = HAK_PAGE_SIZE;
+    pages = 1 + hak_align_up(span, HAK_PAGE_SIZE) / HAK_PAGE_SIZE;
+  }
+  size_t end = pages * HAK_PAGE_SIZE, usable = end - off;
+  if (usable - size <= TAIL_MAX) usable = size;  /* the rest is canary bytes (large_tail) */
+  hak_large_t *l = hak_arena_take(pages, align, off, zero ? off : 0, zero ? end : 0);
   if (l == NULL) return NULL;
   l->magic = HAK_LARGE_MAGIC;
   l->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);
@@ -893,7 +907,7 @@ static void *large_arena_alloc(hak_heap_t *h, size_t size, bool zero)
   l->probe_from = l->probe_to = 0;
   l->arena_pages = (uint32_t)pages;
   l->user = (char *)l + off;
-  l->usable = size;
+  l->usable = usable;
   ((uintptr_t *)l->user)[-2] = (uintptr_t)l;
   ((uintptr_t *)l->user)[-1] = hak_canary_word(l->user);
   large_write_tail(l);
@@ -942,7 +956,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
    * the mapping). */
   if (size == 0) size = 1;
   if (large_arena_fits(size, align, grow)) {
-    void *p = large_arena_alloc(h, size, zero);
+    void *p = large_arena_alloc(h, size, align, zero);
     if (p != NULL) return p;
   }
   size_t map_size = hak_align_up(off_min + size, HAK_SS_SIZE) + GUARD;

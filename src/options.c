@@ -58,7 +58,8 @@
   X(large_arena, "HAKMEM_LARGE_ARENA", "", 0, 1, 0, 1,                                                      \
     "`1`: once the program reuses large blocks (a large "                                                \
     "block freed, then another allocated), those up "                                                    \
-    "to 8 MiB come from shared page arenas, split and merged by the page, so freed pages serve the next " \
+    "to 8 MiB (aligned to at most 2 MiB) come from shared page arenas, split and merged by the page, so "   \
+    "freed pages serve the next "                                                                       \
     "blocks of any size without a system call; `0`: every large block has its own mapping")               \
   X(prof, "HAKMEM_PROF", "", 0, 0, 0, 1,                                                                   \
     "`1`: the sampling heap profiler (docs/profiler.md): call stacks of sampled blocks, written at exit " \

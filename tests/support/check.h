@@ -14,6 +14,7 @@
 #ifndef HAKMEM_TS_CHECK_H
 #define HAKMEM_TS_CHECK_H
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -61,5 +62,10 @@ void ts_check_section(const char *name);
 /* Print "prog: N checks, M failed"; returns the exit status (1 if any
  * check failed). */
 int ts_check_finish(const char *prog);
+
+/* Blocks held at once must not overlap: a check per overlapping pair of
+ * the n blocks [ptrs[i], ptrs[i] + lens[i]) (a length of 0 counts as 1);
+ * returns how many there were (0 is the only good answer). */
+size_t ts_check_disjoint(void **ptrs, const size_t *lens, size_t n, const char *what);
 
 #endif /* HAKMEM_TS_CHECK_H */

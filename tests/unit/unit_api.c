@@ -32,39 +32,6 @@ static int uptr_cmp(const void *a, const void *b) {
 }
 
 /* ---------------------------------------------------------------- */
-/* Blocks held at once must not overlap: sort [lo, hi) and compare neighbours. */
-
-struct span { uintptr_t lo, hi; size_t idx; };
-
-static int span_cmp(const void *a, const void *b) {
-  const struct span *x = a, *y = b;
-  return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
-/* Returns the number of overlapping neighbour pairs (0 is the only good answer). */
-static size_t check_disjoint(void **ptrs, const size_t *lens, size_t n, const char *what) {
-  struct span *s = calloc(n, sizeof *s);
-  REQUIRE(s != NULL, "test's own calloc failed");
-  for (size_t i = 0; i < n; i++) {
-    s[i].lo = (uintptr_t)ptrs[i];
-    s[i].hi = (uintptr_t)ptrs[i] + (lens[i] ? lens[i] : 1);
-    s[i].idx = i;
-  }
-  qsort(s, n, sizeof *s, span_cmp);
-  size_t bad = 0;
-  for (size_t i = 0; i + 1 < n; i++) {
-    if (s[i].hi > s[i + 1].lo) {
-      bad++;
-      CHECK(s[i].hi <= s[i + 1].lo,
-            "%s: block #%zu [%#lx, +%zu) overlaps block #%zu at %#lx", what, s[i].idx,
-            (unsigned long)s[i].lo, (size_t)(s[i].hi - s[i].lo), s[i + 1].idx,
-            (unsigned long)s[i + 1].lo);
-    }
-  }
-  free(s);
-  return bad;
-}
-
 /* ---------------------------------------------------------------- */
 /* Sizes 0 .. 320 KiB and several MiB: non-NULL, 16-aligned, usable >= size,
  * the whole usable size writable, all blocks held at once distinct and
@@ -113,7 +80,7 @@ static void test_sizes(void) {
     CHECK(at == us[i], "block #%zu (size %zu, usable %zu) at %p corrupted at offset %zu",
           i, sizes[i], us[i], p[i], at);
   }
-  check_disjoint(p, us, n, "mixed sizes");
+  ts_check_disjoint(p, us, n, "mixed sizes");
 
   hak_stats_t s1 = ts_stats_now();
   CHECK(s1.allocs - s0.allocs == n, "allocs delta %llu, expected %zu",
@@ -159,7 +126,7 @@ static void test_sizes(void) {
     }
     char what[64];
     snprintf(what, sizeof what, "%zu blocks of size %zu", cnt, same[k]);
-    check_disjoint(q, qu, cnt, what);
+    ts_check_disjoint(q, qu, cnt, what);
     for (size_t i = 0; i < cnt; i++) hak_free(q[i]);
   }
   free(q);
@@ -573,7 +540,7 @@ static void test_alignments(void) {
       }
     char what[48];
     snprintf(what, sizeof what, "aligned blocks, alignment %zu", a);
-    check_disjoint(all, lens, m, what);
+    ts_check_disjoint(all, lens, m, what);
     for (size_t k = 0; k < NS; k++) {
       if (p[0][k]) hak_free(p[0][k]);
       if (p[1][k]) hak_free_aligned_sized(p[1][k], a, sizes[k]);
@@ -641,7 +608,7 @@ static void test_alignments_many(void) {
     }
     char what[48];
     snprintf(what, sizeof what, "blocks aligned to %zu", a);
-    check_disjoint(p, len, m, what);
+    ts_check_disjoint(p, len, m, what);
     for (size_t i = 0; i < m; i++) hak_free(p[i]);
   }
 }
