@@ -147,11 +147,16 @@ static void *alloc_counted(hak_heap_t *h, size_t cls)
 }
 
 /* A large block (large.c); a thread's first call may be a large one, so
- * hakmem is initialised first (the options decide the mapping). */
+ * hakmem is initialised first (the options decide the mapping).  A program
+ * of large blocks alone starts the purger here (nothing of hakmem's is
+ * held after the allocation), which gives back its idle pages when it
+ * idles and lets the large caches keep what its recent peak needs. */
 static void *alloc_large(hak_heap_t *h, size_t n, size_t align, bool zero, bool grow)
 {
   hak_init();
-  return hak_large_alloc(h, n, align, zero, grow);
+  void *p = hak_large_alloc(h, n, align, zero, grow);
+  hak_purge_maybe_start();
+  return p;
 }
 
 static HAK_NOINLINE void *malloc_large(size_t n)

@@ -11,11 +11,12 @@
  * address order, so the low pages are reused and the high ones stay
  * untouched.  A run holds one large block (large.c): its header, then the
  * block.  A 2 MiB region past the first (the header's) has transparent
- * huge pages once a run of 2 MiB or more took pages there (its fresh pages
- * fault in 2 MiB at a time), until its pages go back whole.  Smaller runs
- * give none, as glibc's hugetlb tunable does: a block smaller than a huge
- * page is often touched in part (a buffer sized for the largest message),
- * and a huge page commits 2 MiB at its first byte.
+ * huge pages once a run taken with them (large.c decides: runs of 2 MiB or
+ * more, and smaller ones while the program writes its blocks whole) has
+ * pages there: its fresh pages fault in 2 MiB at a time, until its pages
+ * go back whole.  A block smaller than a huge page is often touched in
+ * part (a buffer sized for the largest message), and a huge page commits
+ * 2 MiB at its first byte.
  * Arenas are never unmapped; their free pages go back to the OS in decay
  * passes (hak_arena_decay, arena_claim): a huge page once all of it is
  * free and no page of it was freed for the purge delay (in the first
@@ -28,9 +29,10 @@
  *            set: it may (a run taken marks all its pages dirty);
  *   freed_ms when a page of the group of word w was last freed;
  *   huge     huge[r]: region r + 1 is advised huge pages.  Set under the
- *            lock by a take or extension of a run of HUGE_PAGES or more
- *            with pages there (hak_arena_take, hak_arena_extend), which
- *            then advises it; cleared, with the advice, by whoever holds
+ *            lock by a take or extension with huge pages of a run with
+ *            pages there (hak_arena_take, hak_arena_extend), which then
+ *            advises it; read under the lock by takes of runs with pages
+ *            there (run_clean); cleared, with the advice, by whoever holds
  *            all of its pages outside the lock (no take may touch them):
  *            a purging hak_arena_give, or the pass that claimed them.  Read
  *            by a pass under the lock only where all its pages are free;
@@ -219,16 +221,38 @@ static void regions_covered(size_t i, size_t n, size_t *r0, size_t *r1)
 
 static char *region_base(hak_arena_t *a, size_t r) { return (char *)a + (r + 1) * HAK_SS_SIZE; }
 
-/* A run [i, i + n) of a was taken or grown (under the lock): if it is a
- * huge page or more, the regions it has pages in get huge pages.  Returns
- * the span of those that had none, [*r0, *r1), for huge_advise after the
- * lock. */
-static void huge_mark(hak_arena_t *a, size_t i, size_t n, size_t *r0, size_t *r1)
+/* The regions [*r0, *r1) (huge[] indexes) that pages [i, i + n) have
+ * pages in. */
+static void regions_touched(size_t i, size_t n, size_t *r0, size_t *r1)
 {
   *r0 = *r1 = 0;
-  if (n < HUGE_PAGES || i + n <= HUGE_FIRST) return;
-  size_t from = i <= HUGE_FIRST ? 0 : (i - HUGE_FIRST) / HUGE_PAGES;
-  size_t to = (i + n - HUGE_FIRST + HUGE_PAGES - 1) / HUGE_PAGES;
+  if (i + n <= HUGE_FIRST) return;
+  *r0 = i <= HUGE_FIRST ? 0 : (i - HUGE_FIRST) / HUGE_PAGES;
+  *r1 = (i + n - HUGE_FIRST + HUGE_PAGES - 1) / HUGE_PAGES;
+}
+
+/* Whether pages [i, i + n) of a, about to be taken (under the lock), hold
+ * nothing and lie in regions without huge pages: a touch there commits a
+ * page, so their residency later says what the block's holder wrote. */
+static bool run_clean(const hak_arena_t *a, size_t i, size_t n)
+{
+  if (bits_test(a->dirty, NULL, i, n, false)) return false;
+  size_t r0, r1;
+  regions_touched(i, n, &r0, &r1);
+  for (size_t r = r0; r < r1; r++)
+    if (a->huge[r]) return false;
+  return true;
+}
+
+/* A run [i, i + n) of a was taken or grown (under the lock): with huge,
+ * the regions it has pages in get huge pages.  Returns the span of those
+ * that had none, [*r0, *r1), for huge_advise after the lock. */
+static void huge_mark(hak_arena_t *a, size_t i, size_t n, bool huge, size_t *r0, size_t *r1)
+{
+  size_t from, to;
+  *r0 = *r1 = 0;
+  if (!huge) return;
+  regions_touched(i, n, &from, &to);
   for (size_t r = from; r < to; r++) {
     if (a->huge[r]) continue;
     a->huge[r] = true;
@@ -276,7 +300,8 @@ static hak_arena_t *arena_new(void)
   return a;
 }
 
-void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, size_t zero_to)
+void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, size_t zero_to, bool huge,
+                     bool *clean)
 {
   if (pages == 0 || pages > RUN_MAX_PAGES || align > HAK_ARENA_ALIGN_MAX) return NULL;
   uint64_t was_dirty[(RUN_MAX_PAGES + 63) / 64] = { 0 };
@@ -294,9 +319,10 @@ void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, 
   if (zero_to > zero_from)
     for (size_t k = 0; k < pages; k++)
       if (a->dirty[(i + k) / 64] >> ((i + k) % 64) & 1) was_dirty[k / 64] |= (uint64_t)1 << (k % 64);
+  *clean = run_clean(a, i, pages);
   run_mark(a, i, pages);
   size_t r0, r1;
-  huge_mark(a, i, pages, &r0, &r1);
+  huge_mark(a, i, pages, huge, &r0, &r1);
   pthread_mutex_unlock(&arena_lock);
   huge_advise(a, r0, r1);
   char *run = a->data + i * HAK_PAGE_SIZE;
@@ -333,7 +359,7 @@ void hak_arena_give(void *run, size_t pages, bool purge)
   if (sooner) hak_os_bell_ring();  /* the purger gives them back if they stay unused */
 }
 
-bool hak_arena_extend(void *run, size_t pages, size_t more)
+bool hak_arena_extend(void *run, size_t pages, size_t more, bool huge)
 {
   hak_arena_t *a = arena_of(run);
   size_t i = page_index(a, run) + pages;
@@ -343,7 +369,7 @@ bool hak_arena_extend(void *run, size_t pages, size_t more)
   size_t r0 = 0, r1 = 0;
   if (ok) {
     run_mark(a, i, more);
-    huge_mark(a, i - pages, pages + more, &r0, &r1);
+    huge_mark(a, i - pages, pages + more, huge, &r0, &r1);
   }
   pthread_mutex_unlock(&arena_lock);
   huge_advise(a, r0, r1);

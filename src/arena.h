@@ -14,16 +14,21 @@
  * align (a power of two, at most HAK_ARENA_ALIGN_MAX) is more than a page,
  * the run's address plus `lead` (a page multiple) is a multiple of it.
  * Pages of the run that may hold old data are zeroed in [zero_from,
- * zero_to) (byte offsets into the run; zero_to 0: none). */
-void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, size_t zero_to);
+ * zero_to) (byte offsets into the run; zero_to 0: none).  huge: the 2 MiB
+ * regions it has pages in get transparent huge pages.  *clean: its pages
+ * held nothing, and no region they are in had huge pages (a touch there
+ * commits 4 KiB: what is resident later is what the holder wrote). */
+void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, size_t zero_to, bool huge,
+                     bool *clean);
 /* Give back a run that hak_arena_take handed out, or its tail; purge: its
  * pages go back to the OS now (splitting the huge pages it shares with
  * other runs; else they stay for the next runs until a decay pass finds
  * them idle). */
 void hak_arena_give(void *run, size_t pages, bool purge);
 /* Extend the run at `run` of `pages` pages by `more` pages in place, if the
- * pages after it are free; those that may hold old data are not zeroed. */
-bool hak_arena_extend(void *run, size_t pages, size_t more);
+ * pages after it are free; those that may hold old data are not zeroed.
+ * huge: as hak_arena_take's. */
+bool hak_arena_extend(void *run, size_t pages, size_t more, bool huge);
 /* The header of the block at p if p lies in the arena at `base` and names
  * a run start before it (the word at p - 16), else NULL; unchecked beyond
  * that (the caller checks the header's magic and block address). */

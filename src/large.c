@@ -520,16 +520,18 @@ static uint64_t bank_decay(uint64_t now, bool force)
 /* ------------------------------------------------------------- fill probe */
 
 /* Whether the program writes its large blocks whole, which decides whether
- * malloc commits a block's fresh first-region pages at once (large_fill).
- * A program that uses part of a big buffer must not get all of it
- * committed, so it is measured, on the blocks left to fault in (probes):
- * at the free of one, the pages of its first region that were fresh at its
- * allocation [probe_from, probe_to) are looked at (mincore); at least 7/8
- * of them resident counts +1, fewer -2 (the score stays within
- * +-FILL_SCORE_MAX).  Blocks are committed while the score is positive,
+ * malloc commits a block's fresh first-region pages at once (large_fill),
+ * and whether arena blocks smaller than a huge page get huge pages
+ * (arena_huge).  A program that uses part of a big buffer must not get all
+ * of it committed, so it is measured, on the blocks left to fault in 4 KiB
+ * at a time (probes): at the free of one, its pages that were fresh at its
+ * allocation [probe_from, probe_to) (a mapping's in its first region, an
+ * arena block's first 2 MiB) are looked at (mincore); at least 7/8 of them
+ * resident counts +1, fewer -2 (the score stays within +-FILL_SCORE_MAX).
+ * Blocks are committed (have huge pages) while the score is positive,
  * except every FILL_PROBE_EVERY-th, which stays a probe: committed pages
- * would read as written.  A block with fewer than FILL_PROBE_MIN fresh pages
- * there is neither.  relaxed: heuristics, ordered by nothing. */
+ * would read as written.  A block with fewer than FILL_PROBE_MIN fresh
+ * pages there is neither.  relaxed: heuristics, ordered by nothing. */
 #define FILL_SCORE_MAX 8
 #define FILL_PROBE_EVERY 4
 #define FILL_PROBE_MIN 16
@@ -554,6 +556,37 @@ static void large_fill(hak_large_t *l, size_t off, size_t usable, bool zero, boo
     hak_os_populate((char *)l + from, to - from);
     return;
   }
+  l->probe_from = (uint32_t)from;
+  l->probe_to = (uint32_t)to;
+}
+
+/* Whether an arena run of `pages` pages gets huge pages: a huge page or
+ * more always (it fills at least one, or most of two); a smaller one while
+ * the score says the program writes its blocks whole, except the probes
+ * (*probe: the run is one if its pages turn out clean), every
+ * ARENA_PROBE_EVERY-th: a probe's region faults 4 KiB at a time for the
+ * runs that share it too, so they are rarer than the mappings'. */
+#define ARENA_PROBE_EVERY 16
+static _Atomic(uint32_t) arena_count;
+
+static bool arena_huge(size_t pages, bool *probe)
+{
+  *probe = false;
+  if (pages * HAK_PAGE_SIZE >= HAK_SS_SIZE) return true;
+  if (atomic_load_explicit(&fill_score, memory_order_relaxed) > 0 &&
+      atomic_fetch_add_explicit(&arena_count, 1, memory_order_relaxed) % ARENA_PROBE_EVERY != 0)
+    return true;
+  *probe = true;
+  return false;
+}
+
+/* The arena block of l at [off, off + usable), on clean pages, is a probe:
+ * its pages past the header's, up to 2 MiB. */
+static void arena_probe(hak_large_t *l, size_t off, size_t usable)
+{
+  size_t from = hak_align_up(off, HAK_PAGE_SIZE), to = (off + usable) & ~(HAK_PAGE_SIZE - 1);
+  if (to > from + HAK_SS_SIZE) to = from + HAK_SS_SIZE;
+  if (to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) return;
   l->probe_from = (uint32_t)from;
   l->probe_to = (uint32_t)to;
 }
@@ -817,20 +850,47 @@ static void large_note_peak(size_t live)
   atomic_store_explicit(&large_peak_ms, now, memory_order_relaxed);
 }
 
+/* What the live large bytes leave of their recent peak, beyond `held`
+ * bytes the caches hold already, while a purger thread runs (it gives idle
+ * pages back when the program idles); 0 without one. */
+static size_t peak_room(size_t held)
+{
+  if (!hak_ss_purger()) return 0;
+  size_t live = atomic_load_explicit(&large_live_bytes, memory_order_relaxed);
+  size_t peak = atomic_load_explicit(&large_peak_bytes, memory_order_relaxed);
+  return peak > live + held ? peak - live - held : 0;
+}
+
+/* The idle bytes the page arenas may keep (hak_large_free): up to
+ * hak_opt.large_cache, or what the live large bytes leave of their recent
+ * peak beyond the cached mappings' (peak_room), with an eighth more for
+ * the runs' headers and rounding.  A program that frees more than
+ * hak_opt.large_cache of big blocks at once and allocates them again (a
+ * round of work) had the rest purged at its free and faulted in again at
+ * its next allocation: a hundred 1 MiB buffers replaced each round faulted
+ * 10k pages a round.  The live and the idle bytes stay within the peak. */
+static size_t arena_bound(void)
+{
+  size_t room = peak_room(atomic_load_explicit(&cache_bytes, memory_order_relaxed));
+  room += room / 8;
+  return room > hak_opt.large_cache ? room : hak_opt.large_cache;
+}
+
 /* The committed bytes the cache may hold now: a quarter of
- * hak_opt.large_cache, or half the large bytes live, or what the live ones
- * leave of the recent peak, whichever is most, and at most
- * hak_opt.large_cache.  The peak counts only while a purger thread runs,
- * which gives the pages back when the program idles (without it, a
- * program that went idle would keep them). */
+ * hak_opt.large_cache, or half the large bytes live (at most
+ * hak_opt.large_cache), or what the live ones leave of the recent peak
+ * beyond the arenas' idle pages (peak_room), whichever is most.  The peak
+ * counts only while a purger thread runs, which gives the pages back when
+ * the program idles (without it, a program that went idle would keep
+ * them). */
 static size_t cache_bound(void)
 {
   size_t live = atomic_load_explicit(&large_live_bytes, memory_order_relaxed);
-  size_t peak = atomic_load_explicit(&large_peak_bytes, memory_order_relaxed);
   size_t bound = hak_opt.large_cache / 4;
   if (live / 2 > bound) bound = live / 2;
-  if (peak > live && peak - live > bound && hak_ss_purger()) bound = peak - live;
-  return bound < hak_opt.large_cache ? bound : hak_opt.large_cache;
+  if (bound > hak_opt.large_cache) bound = hak_opt.large_cache;
+  size_t room = peak_room(hak_arena_idle_bytes());
+  return room > bound ? room : bound;
 }
 
 /* The block of l, its header written, goes live and is counted.  The live
@@ -896,7 +956,9 @@ static void *large_arena_alloc(hak_heap_t *h, size_t size, size_t align, bool ze
   }
   size_t end = pages * HAK_PAGE_SIZE, usable = end - off;
   if (usable - size <= TAIL_MAX) usable = size;  /* the rest is canary bytes (large_tail) */
-  hak_large_t *l = hak_arena_take(pages, align, off, zero ? off : 0, zero ? end : 0);
+  bool probe, clean;
+  bool huge = arena_huge(pages, &probe);
+  hak_large_t *l = hak_arena_take(pages, align, off, zero ? off : 0, zero ? end : 0, huge, &clean);
   if (l == NULL) return NULL;
   l->magic = HAK_LARGE_MAGIC;
   l->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);
@@ -905,6 +967,7 @@ static void *large_arena_alloc(hak_heap_t *h, size_t size, size_t align, bool ze
   l->dirty_from = l->dirty_to = 0;  /* an arena block is never cached */
   l->freed_ms = 0;
   l->probe_from = l->probe_to = 0;
+  if (probe && clean) arena_probe(l, off, usable);
   l->arena_pages = (uint32_t)pages;
   l->user = (char *)l + off;
   l->usable = usable;
@@ -923,7 +986,10 @@ static void *large_arena_resize(hak_heap_t *h, hak_large_t *l, size_t size)
   size_t off = (size_t)((char *)l->user - (char *)l);
   if (size > HAK_ARENA_BLOCK_MAX) return NULL;
   size_t pages = hak_align_up(off + size, HAK_PAGE_SIZE) / HAK_PAGE_SIZE;
-  if (pages > l->arena_pages && !hak_arena_extend(l, l->arena_pages, pages - l->arena_pages)) return NULL;
+  bool probe;
+  if (pages > l->arena_pages && !hak_arena_extend(l, l->arena_pages, pages - l->arena_pages, arena_huge(pages, &probe)))
+    return NULL;
+  l->probe_from = l->probe_to = 0;  /* a probe's pages may be gone, or hold what the program copied */
   if (pages < l->arena_pages) hak_arena_give((char *)l + pages * HAK_PAGE_SIZE, l->arena_pages - pages, false);
   l->arena_pages = (uint32_t)pages;
   size_t usable = pages * HAK_PAGE_SIZE - off;  /* page-rounded: no canary bytes (large_tail) */
@@ -1084,7 +1150,7 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
      * under cache_bound; bench/large, whose cached mappings of up to 64 MiB
      * filled the shared bound, had every arena run purged at its free). */
     size_t bytes = (size_t)l->arena_pages * HAK_PAGE_SIZE;
-    bool over = hak_arena_idle_bytes() + bytes > hak_opt.large_cache;
+    bool over = hak_arena_idle_bytes() + bytes > arena_bound();
     atomic_store_explicit(&cache_put_ms, hak_os_now_ms(), memory_order_relaxed);
     hak_arena_give(l, l->arena_pages, over);
     return NULL;

@@ -52,9 +52,10 @@
     "regions unmapped per RCU grace period")                                                              \
   X(large_cache, "HAKMEM_LARGE_CACHE_KB", "KiB", 10, 65536, 0, 1073741824,                                 \
     "committed pages of freed large mappings kept for reuse (16 mappings at most, registered; above a "   \
-    "quarter of this, at most half the large bytes still live or, with the purge thread, what they "     \
-    "leave of their peak over the last second); with the page arenas, their free pages count too, up "   \
-    "to all of this; pages idle past the purge delay are given back")                                    \
+    "quarter of this, at most half the large bytes still live, up to all of this); with the page "       \
+    "arenas, their free pages count too, up to all of this; with the purge thread, the two may also "    \
+    "keep what the live large bytes leave of their peak over the last second; pages idle past the "     \
+    "purge delay are given back")                                                                        \
   X(large_arena, "HAKMEM_LARGE_ARENA", "", 0, 1, 0, 1,                                                      \
     "`1`: once the program reuses large blocks (a large "                                                \
     "block freed, then another allocated), those up "                                                    \
