@@ -336,7 +336,7 @@ void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, 
   return run;
 }
 
-void hak_arena_give(void *run, size_t pages, bool purge)
+void hak_arena_give(void *run, size_t pages, bool purge, uint64_t freed_ms)
 {
   hak_arena_t *a = arena_of(run);
   size_t i = page_index(a, run), from = i, to = purge ? i + pages : i;
@@ -345,12 +345,13 @@ void hak_arena_give(void *run, size_t pages, bool purge)
     huge_off(a, from, to - from);
     hak_gcount(&hak_gstats.purged_bytes, (to - from) * HAK_PAGE_SIZE);
   }
-  uint64_t now = hak_os_now_ms();
+  uint64_t now = freed_ms != 0 ? freed_ms : hak_os_now_ms();
   pthread_mutex_lock(&arena_lock);
   size_t idle = a->idle - idle_in(a, i, pages);
   bits_put(a->free, i, pages, true);
   bits_put(a->dirty, from, to - from, false);
-  for (size_t w = i / 64; w <= (i + pages - 1) / 64; w++) a->freed_ms[w] = now;
+  for (size_t w = i / 64; w <= (i + pages - 1) / 64; w++)
+    if (a->freed_ms[w] < now) a->freed_ms[w] = now;
   uint64_t due = now + hak_opt.purge_delay_ms, was_due = atomic_load_explicit(&arena_due_ms, memory_order_relaxed);
   bool sooner = was_due == 0 || due < was_due;
   if (sooner) atomic_store_explicit(&arena_due_ms, due, memory_order_relaxed);

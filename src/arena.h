@@ -23,8 +23,9 @@ void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, 
 /* Give back a run that hak_arena_take handed out, or its tail; purge: its
  * pages go back to the OS now (splitting the huge pages it shares with
  * other runs; else they stay for the next runs until a decay pass finds
- * them idle). */
-void hak_arena_give(void *run, size_t pages, bool purge);
+ * them idle).  freed_ms: when the block they held was freed (0: now; a
+ * run kept out of the arenas meanwhile ages from its block's free). */
+void hak_arena_give(void *run, size_t pages, bool purge, uint64_t freed_ms);
 /* Extend the run at `run` of `pages` pages by `more` pages in place, if the
  * pages after it are free; those that may hold old data are not zeroed.
  * huge: as hak_arena_take's. */

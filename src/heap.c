@@ -323,6 +323,7 @@ static void heap_maintain(hak_heap_t *h)
   hak_tcache_relax(h);
   hak_xfer_drain(now, false);  /* classes unused for a purge delay */
   park_expire(now, false);
+  hak_large_kept_release(h);  /* a kept run unused since the last pass goes back to the arenas */
   hak_large_decay();  /* large cache entries idle past the delay give their pages back */
   hak_partial_take_back(h);
   /* A purger that sleeps because every heap was idle looks again: this one
@@ -620,6 +621,7 @@ static void heap_give_up(hak_heap_t *h, bool idle)
 {
   bool held = hak_heap_lock(h);
   hak_slab_t *s;
+  hak_large_kept_release(h);
   hak_tcache_flush_all(h);
   hak_remote_flush(h);
   /* Blocks freed into SuperSlabs other exited threads left behind come back
@@ -678,6 +680,7 @@ void hak_heap_abandon(hak_heap_t *h)
 static void heap_park(hak_heap_t *h)
 {
   bool held = hak_heap_lock(h);
+  hak_large_kept_release(h);
   hak_tcache_flush_all(h);
   hak_remote_flush(h);  /* blocks of other heaps' slabs go back now */
   heap_sweep_abandoned(h);
@@ -737,6 +740,7 @@ void hak_heap_collect(hak_heap_t *h, bool force)
   }
   if (h->state == HAK_HEAP_LIVE) {
     bool held = hak_heap_lock(h);
+    hak_large_kept_release(h);
     hak_tcache_flush_all(h);
     hak_remote_flush(h);
     /* Adopt what exited threads left: their free blocks come back. */
@@ -810,10 +814,12 @@ void hak_heap_lock_wait(hak_heap_t *h)
  * row gives back all. */
 static bool heap_reclaim(hak_heap_t *h)
 {
+  bool kept = atomic_load_explicit(&h->large_kept, memory_order_relaxed) != NULL;
+  hak_large_kept_release(h);
   uint32_t n = hak_partial_take_back(h);
   uint32_t dirty = h->dirty_units;
   hak_ss_purge(h, h->reclaim_idle++ != 0);
-  return n != 0 || dirty != 0;
+  return kept || n != 0 || dirty != 0;
 }
 
 bool hak_heap_reclaim_idle(void)

@@ -943,6 +943,80 @@ bool hak_large_arena_serves(size_t size) { return large_arena_fits(size, HAK_MIN
  * (the header's), the run placed so that the block is aligned.  Its usable
  * size counts what it leaves of the run's end past TAIL_MAX (as a
  * mapping's). */
+/* The run l of `pages` pages, its block freed, goes back to the arenas:
+ * its pages stay for the next blocks while the arenas' idle pages stay
+ * within arena_bound, and until they idle for the purge delay
+ * (hak_arena_decay); beyond it they go back now. */
+static void arena_run_give(hak_large_t *l)
+{
+  size_t bytes = (size_t)l->arena_pages * HAK_PAGE_SIZE;
+  bool over = hak_arena_idle_bytes() + bytes > arena_bound();
+  atomic_store_explicit(&cache_put_ms, hak_os_now_ms(), memory_order_relaxed);
+  hak_arena_give(l, l->arena_pages, over, l->freed_ms);
+}
+
+/* ---------------------------------------------------------------- kept runs */
+
+/* A thread that frees a large block and allocates another of about its
+ * size (a scratch buffer per request) would take the arenas' lock twice a
+ * pair, and threads doing so at once wait on it: 1 MiB malloc and free in
+ * a loop cost 2 us a pair at 2 threads.  So the run of an arena block of
+ * at most KEEP_MAX a thread frees stays out of the arenas in its heap's
+ * slot (hak_heap_t.large_kept, one run), and its next large malloc that
+ * fits it (KEEP_SLACK: at most an eighth more pages than it needs, and the
+ * default alignment; not calloc, which the arenas zero where dirty) takes
+ * it back without a lock.  A malloc that does not fit gives it back to the
+ * arenas; so do the thread's exit, a collect (malloc_trim), the heap's
+ * maintenance (at most every purge delay, from small-block refills) and
+ * the purger's pass over an idle heap (large blocks alone do not show a
+ * thread busy), so a thread holds at most one run, for about a purge
+ * delay unless it reuses it.  A kept run counts as cached. */
+#define KEEP_MAX HAK_SS_SIZE
+static _Atomic(size_t) kept_bytes;  /* relaxed: the statistics' sum */
+
+/* Keep the run of l (its block just freed) in h's slot, if h is live, the
+ * slot empty and the run small enough. */
+static bool kept_put(hak_heap_t *h, hak_large_t *l)
+{
+  size_t bytes = (size_t)l->arena_pages * HAK_PAGE_SIZE;
+  if (h->state != HAK_HEAP_LIVE || bytes > KEEP_MAX) return false;
+  hak_large_t *none = NULL;
+  l->freed_ms = hak_os_now_ms();  /* its age, if it goes back to the arenas (arena_run_give) */
+  atomic_fetch_add_explicit(&kept_bytes, bytes, memory_order_relaxed);
+  if (atomic_compare_exchange_strong_explicit(&h->large_kept, &none, l, memory_order_acq_rel, memory_order_relaxed))
+    return true;
+  atomic_fetch_sub_explicit(&kept_bytes, bytes, memory_order_relaxed);
+  return false;
+}
+
+/* Take h's kept run, if any; NULL if none. */
+static hak_large_t *kept_take(hak_heap_t *h)
+{
+  if (atomic_load_explicit(&h->large_kept, memory_order_relaxed) == NULL) return NULL;
+  hak_large_t *l = atomic_exchange_explicit(&h->large_kept, NULL, memory_order_acq_rel);
+  if (l != NULL) atomic_fetch_sub_explicit(&kept_bytes, (size_t)l->arena_pages * HAK_PAGE_SIZE, memory_order_relaxed);
+  return l;
+}
+
+void hak_large_kept_release(hak_heap_t *h)
+{
+  hak_large_t *l = kept_take(h);
+  if (l != NULL) arena_run_give(l);
+}
+
+/* h's kept run, if a block of `pages` pages fits it (fits: the default
+ * alignment, not calloc); a kept run that does not goes back to the
+ * arenas first, where the block may take its pages (merged with their
+ * free neighbours). */
+static hak_large_t *kept_fit(hak_heap_t *h, size_t pages, bool fits)
+{
+  hak_large_t *l = kept_take(h);
+  if (l == NULL) return NULL;
+  if (fits && l->arena_pages >= pages && l->arena_pages <= pages + pages / 8) return l;
+  arena_run_give(l);
+  return NULL;
+}
+
 static void *large_arena_alloc(hak_heap_t *h, size_t size, size_t align, bool zero)
 {
   size_t span = hak_align_up(size, HAK_MIN_ALIGN), pages, off;
@@ -954,12 +1028,19 @@ static void *large_arena_alloc(hak_heap_t *h, size_t size, size_t align, bool ze
     off = HAK_PAGE_SIZE;
     pages = 1 + hak_align_up(span, HAK_PAGE_SIZE) / HAK_PAGE_SIZE;
   }
+  bool probe = false, clean = false;
+  hak_large_t *l = kept_fit(h, pages, align <= HAK_MIN_ALIGN && !zero);
+  if (l != NULL) {
+    pages = l->arena_pages;  /* the block ends at the run's end, as placed below */
+    off = pages * HAK_PAGE_SIZE - span;
+  }
   size_t end = pages * HAK_PAGE_SIZE, usable = end - off;
   if (usable - size <= TAIL_MAX) usable = size;  /* the rest is canary bytes (large_tail) */
-  bool probe, clean;
-  bool huge = arena_huge(pages, &probe);
-  hak_large_t *l = hak_arena_take(pages, align, off, zero ? off : 0, zero ? end : 0, huge, &clean);
-  if (l == NULL) return NULL;
+  if (l == NULL) {
+    bool huge = arena_huge(pages, &probe);
+    l = hak_arena_take(pages, align, off, zero ? off : 0, zero ? end : 0, huge, &clean);
+    if (l == NULL) return NULL;
+  }
   l->magic = HAK_LARGE_MAGIC;
   l->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);
   l->map_base = NULL;
@@ -990,7 +1071,7 @@ static void *large_arena_resize(hak_heap_t *h, hak_large_t *l, size_t size)
   if (pages > l->arena_pages && !hak_arena_extend(l, l->arena_pages, pages - l->arena_pages, arena_huge(pages, &probe)))
     return NULL;
   l->probe_from = l->probe_to = 0;  /* a probe's pages may be gone, or hold what the program copied */
-  if (pages < l->arena_pages) hak_arena_give((char *)l + pages * HAK_PAGE_SIZE, l->arena_pages - pages, false);
+  if (pages < l->arena_pages) hak_arena_give((char *)l + pages * HAK_PAGE_SIZE, l->arena_pages - pages, false, 0);
   l->arena_pages = (uint32_t)pages;
   size_t usable = pages * HAK_PAGE_SIZE - off;  /* page-rounded: no canary bytes (large_tail) */
   if (usable > l->usable) count_large(h, true, 0, usable - l->usable);
@@ -1139,20 +1220,15 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
     if (hak_opt.stats >= 2) hak_stats_count_remote(h, l->owner_id);
   }
   if (l->arena_pages != 0) {
-    /* Its run goes back whole, the header with it; the cache stays warm.
-     * Its pages stay for the next blocks while the arenas' idle pages stay
-     * within hak_opt.large_cache, and until they idle for the purge delay
-     * (hak_arena_decay); beyond it they go back now.  Not cache_bound's
-     * tighter bound, nor shared with the cached mappings': free pages
-     * between live runs are the arenas' working room, and a program that
-     * frees its big blocks at the end of a round of work allocates them
-     * again in the next (mstress at 4 threads refaulted 86 MB a second
-     * under cache_bound; bench/large, whose cached mappings of up to 64 MiB
-     * filled the shared bound, had every arena run purged at its free). */
-    size_t bytes = (size_t)l->arena_pages * HAK_PAGE_SIZE;
-    bool over = hak_arena_idle_bytes() + bytes > arena_bound();
-    atomic_store_explicit(&cache_put_ms, hak_os_now_ms(), memory_order_relaxed);
-    hak_arena_give(l, l->arena_pages, over);
+    /* Its run goes to the thread's slot (kept runs) or back to the arenas
+     * whole, the header with it; the cache stays warm.  arena_bound, not
+     * cache_bound's tighter bound: free pages between live runs are the
+     * arenas' working room, and a program that frees its big blocks at the
+     * end of a round of work allocates them again in the next (mstress at
+     * 4 threads refaulted 86 MB a second under cache_bound; bench/large,
+     * whose cached mappings of up to 64 MiB filled the shared bound, had
+     * every arena run purged at its free). */
+    if (!kept_put(h, l)) arena_run_give(l);
     return NULL;
   }
   if (!large_warm()) return large_discard(l);
@@ -1206,7 +1282,8 @@ uint64_t hak_large_next_due(void)
 
 size_t hak_large_cached_bytes(void)
 {
-  return atomic_load_explicit(&cache_bytes, memory_order_relaxed) + hak_arena_idle_bytes();
+  return atomic_load_explicit(&cache_bytes, memory_order_relaxed) + hak_arena_idle_bytes() +
+         atomic_load_explicit(&kept_bytes, memory_order_relaxed);
 }
 
 size_t hak_large_live(size_t *count)

@@ -404,6 +404,14 @@ struct hak_heap {
    * .. 32 passes), the exponent, and how many looks in a row found it
    * idle. */
   uint32_t reclaim_seen, reclaim_skip, reclaim_backoff, reclaim_idle;
+  /* The arena run of a large block this heap's thread freed, kept out of
+   * the arenas for the thread's next large malloc (large.c, "kept runs").
+   * Written only by large.c: stored by a CAS from NULL (the thread's
+   * free), taken by an exchange with NULL (the thread's malloc, or the
+   * thread's exit, a collect or the purger giving it back): whoever takes
+   * it owns the run.  acq_rel: the run's header, written before the store,
+   * is seen by the taker.  NULL whenever the heap is not live. */
+  _Atomic(struct hak_large *) large_kept;
   /* Blocks freed by other threads into this heap's full slabs (MPSC stack:
    * remote freers push with CAS, the owner takes all with one exchange). */
   _Alignas(HAK_CACHE_LINE) _Atomic(hak_block_t *) delayed;

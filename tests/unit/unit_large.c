@@ -1611,6 +1611,70 @@ static void test_arena_sparse(void) {
   hak_collect();
 }
 
+/* A thread that idles after freeing a large block: it waits on `go`. */
+struct kept_job {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int stage;  /* 1: the block is freed; 2: the thread may exit */
+};
+
+static void *kept_idle(void *arg) {
+  struct kept_job *job = arg;
+  unsigned char *p = written(1 * MiB, 0x6B);
+  hak_free(p);
+  pthread_mutex_lock(&job->lock);
+  job->stage = 1;
+  pthread_cond_broadcast(&job->cond);
+  while (job->stage < 2) pthread_cond_wait(&job->cond, &job->lock);
+  pthread_mutex_unlock(&job->lock);
+  return NULL;
+}
+
+/* A freed arena block's run stays in its thread's slot for the thread's
+ * next large malloc of about its size (the same block again), and goes
+ * back: at a collect (nothing cached after it), and, with the purger, when
+ * the thread idles (its pages go back within a few purge delays while it
+ * waits; a run left in the slot would stay). */
+static void test_arena_kept(void) {
+  if (!arena_begin("arena: a freed block's run is kept for its thread's next malloc, and given back")) return;
+  unsigned char *p = written(1 * MiB, 0x6A);
+  hak_free(p);
+  unsigned char *q = hak_malloc(1 * MiB - 100);
+  CHECK(q == p + 96, "1 MiB - 100 after 1 MiB freed: %p, the freed block was %p", (void *)q, (void *)p);
+  hak_free(q);
+  hak_collect();
+  hak_stats_t s = ts_stats_now();
+  CHECK(s.large_cached_bytes == 0, "after a collect: %llu bytes cached (a kept run stayed)",
+        ull(s.large_cached_bytes));
+  collect_warm();
+  if (!ts_thread_named("hakmem-purge")) {
+    printf("   no purger thread: the idle thread's part skipped\n");
+    return;
+  }
+  struct kept_job job = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, kept_idle, &job) == 0, "pthread_create");
+  pthread_mutex_lock(&job.lock);
+  while (job.stage < 1) pthread_cond_wait(&job.cond, &job.lock);
+  pthread_mutex_unlock(&job.lock);
+  double start = ts_now_ms(), waited = 0;
+  for (;;) {
+    s = ts_stats_now();
+    waited = ts_now_ms() - start;
+    if (s.large_cached_bytes == 0 || waited > 50 * purge_delay_ms() + 2000) break;
+    struct timespec pause = { 0, 5 * 1000 * 1000 };
+    nanosleep(&pause, NULL);
+  }
+  CHECK(s.large_cached_bytes == 0, "a thread idle for %.0f ms after freeing a 1 MiB block: %llu bytes cached",
+        waited, ull(s.large_cached_bytes));
+  pthread_mutex_lock(&job.lock);
+  job.stage = 2;
+  pthread_cond_broadcast(&job.cond);
+  pthread_mutex_unlock(&job.lock);
+  pthread_join(t, NULL);
+  hak_collect();
+}
+
 /* Freed arena pages kept idle stay within HAKMEM_LARGE_CACHE_KB (64 MiB),
  * or, while the purger runs, within the recent peak of the large blocks
  * live (and an eighth for the runs' headers): twelve written 8 MiB blocks
@@ -1685,6 +1749,7 @@ int main(int argc, char **argv) {
   test_arena_pinned();
   test_arena_huge();
   test_arena_sparse();
+  test_arena_kept();
   test_arena_aligned();
   test_arena_bound();
   ts_check_begin("everything freed");
