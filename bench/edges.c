@@ -8,6 +8,17 @@
  *   edges large SIZE THREADS [ITERS]
  *       THREADS threads, each ITERS (200000) times malloc(SIZE), a write to
  *       its first byte, free.  Reports ns a pair (wall time / ITERS).
+ *   edges touch BLOCKS SIZE BYTES [ROUNDS]
+ *       ROUNDS (200) times: BLOCKS blocks of SIZE bytes, the first BYTES of
+ *       each written (a buffer sized for the largest message), then all
+ *       freed.  Reports ns a pair; peak RSS shows what the untouched rest
+ *       costs.
+ *   edges cycle BLOCKS SIZE ROUNDS [random]
+ *       BLOCKS blocks of SIZE bytes, each written whole; then ROUNDS times
+ *       all freed and allocated again, written whole (a round of work), or
+ *       with `random`, BLOCKS times a random one freed and replaced by a
+ *       block of SIZE/2 .. 3*SIZE/2 bytes written whole.  Reports ns a
+ *       pair.
  *   edges batch BLOCKS [ROUNDS]
  *       ROUNDS (300) times: two threads start, allocate BLOCKS and 2 x
  *       BLOCKS blocks of 16 .. 511 bytes, write the first byte of each, free
@@ -21,6 +32,8 @@
  * chosen with LD_PRELOAD.
  */
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +44,8 @@ static void usage(void)
 {
   fprintf(stderr, "usage: edges aligned ALIGN SIZE [BLOCKS [ROUNDS]]\n"
                   "       edges large SIZE THREADS [ITERS]\n"
+                  "       edges touch BLOCKS SIZE BYTES [ROUNDS]\n"
+                  "       edges cycle BLOCKS SIZE ROUNDS [random]\n"
                   "       edges batch BLOCKS [ROUNDS]\n");
   exit(2);
 }
@@ -66,6 +81,66 @@ static int run_aligned(size_t align, size_t size, long blocks, long rounds)
   long ops = blocks * rounds;
   printf("RESULT edges mode=aligned align=%zu size=%zu ops=%ld secs=%.3f ns_per_op=%.1f\n", align, size, ops,
          secs, secs * 1e9 / (double)ops);
+  free(p);
+  return 0;
+}
+
+static void **blocks_array(long blocks)
+{
+  void **p = malloc((size_t)blocks * sizeof *p);
+  if (p == NULL) oom((size_t)blocks * sizeof *p);
+  return p;
+}
+
+static void *written(size_t size, size_t bytes)
+{
+  void *p = malloc(size);
+  if (p == NULL) oom(size);
+  memset(p, 1, bytes < size ? bytes : size);
+  return p;
+}
+
+static int run_touch(size_t size, size_t bytes, long blocks, long rounds)
+{
+  void **p = blocks_array(blocks);
+  double t0 = ts_now();
+  for (long r = 0; r < rounds; r++) {
+    for (long i = 0; i < blocks; i++) p[i] = written(size, bytes);
+    for (long i = 0; i < blocks; i++) free(p[i]);
+  }
+  double secs = ts_now() - t0;
+  long ops = blocks * rounds;
+  printf("RESULT edges mode=touch size=%zu bytes=%zu ops=%ld secs=%.3f ns_per_op=%.1f\n", size, bytes, ops, secs,
+         secs * 1e9 / (double)ops);
+  free(p);
+  return 0;
+}
+
+static int run_cycle(size_t size, long blocks, long rounds, bool random)
+{
+  void **p = blocks_array(blocks);
+  uint32_t x = 7;
+  double t0 = ts_now();
+  for (long i = 0; i < blocks; i++) p[i] = written(size, size);
+  for (long r = 0; r < rounds; r++) {
+    if (!random) {
+      for (long i = 0; i < blocks; i++) free(p[i]);
+      for (long i = 0; i < blocks; i++) p[i] = written(size, size);
+      continue;
+    }
+    for (long k = 0; k < blocks; k++) {
+      x = x * 1103515245u + 12345u;
+      long i = (long)((x >> 8) % (uint32_t)blocks);
+      size_t n = size / 2 + (size_t)(x >> 4) % size;
+      free(p[i]);
+      p[i] = written(n, n);
+    }
+  }
+  double secs = ts_now() - t0;
+  long ops = blocks * rounds;
+  printf("RESULT edges mode=cycle size=%zu blocks=%ld order=%s ops=%ld secs=%.3f ns_per_op=%.1f\n", size, blocks,
+         random ? "random" : "rounds", ops, secs, secs * 1e9 / (double)ops);
+  for (long i = 0; i < blocks; i++) free(p[i]);
   free(p);
   return 0;
 }
@@ -141,6 +216,13 @@ int main(int argc, char **argv)
                        arg(argc, argv, 5, 20));
   if (strcmp(argv[1], "large") == 0 && argc >= 4)
     return run_large((size_t)arg(argc, argv, 2, 0), arg(argc, argv, 3, 1), arg(argc, argv, 4, 200000));
+  if (strcmp(argv[1], "touch") == 0 && argc >= 5)
+    return run_touch((size_t)arg(argc, argv, 3, 0), (size_t)arg(argc, argv, 4, 0), arg(argc, argv, 2, 0),
+                     arg(argc, argv, 5, 200));
+  if (strcmp(argv[1], "cycle") == 0 && argc >= 5) {
+    if (argc > 5 && strcmp(argv[5], "random") != 0) usage();
+    return run_cycle((size_t)arg(argc, argv, 3, 0), arg(argc, argv, 2, 0), arg(argc, argv, 4, 0), argc > 5);
+  }
   if (strcmp(argv[1], "batch") == 0)
     return run_batch(arg(argc, argv, 2, 5000), arg(argc, argv, 3, 300));
   usage();
