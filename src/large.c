@@ -529,8 +529,8 @@ static uint64_t bank_decay(uint64_t now, bool force)
  * arena block's first 2 MiB) are looked at (mincore); at least 7/8 of them
  * resident counts +1, fewer -2 (the score stays within +-FILL_SCORE_MAX).
  * Blocks are committed (have huge pages) while the score is positive,
- * except every FILL_PROBE_EVERY-th, which stays a probe: committed pages
- * would read as written.  A block with fewer than FILL_PROBE_MIN fresh
+ * except every FILL_PROBE_EVERY-th (arena blocks: ARENA_PROBE_EVERY-th),
+ * which stays a probe: committed pages would read as written.  A block with fewer than FILL_PROBE_MIN fresh
  * pages there is neither.  relaxed: heuristics, ordered by nothing. */
 #define FILL_SCORE_MAX 8
 #define FILL_PROBE_EVERY 4
