@@ -211,25 +211,16 @@ static inline size_t page_index(const hak_arena_t *a, const void *p)
 }
 
 /* The regions [*r0, *r1) (huge[] indexes) that pages [i, i + n) cover
- * whole. */
-static void regions_covered(size_t i, size_t n, size_t *r0, size_t *r1)
+ * whole (whole) or have pages in. */
+static void regions_of(size_t i, size_t n, bool whole, size_t *r0, size_t *r1)
 {
-  *r0 = i <= HUGE_FIRST ? 0 : (i - HUGE_FIRST + HUGE_PAGES - 1) / HUGE_PAGES;
-  *r1 = i + n <= HUGE_FIRST ? 0 : (i + n - HUGE_FIRST) / HUGE_PAGES;
+  size_t up = whole ? HUGE_PAGES - 1 : 0, last = whole ? 0 : HUGE_PAGES - 1;
+  *r0 = i <= HUGE_FIRST ? 0 : (i - HUGE_FIRST + up) / HUGE_PAGES;
+  *r1 = i + n <= HUGE_FIRST ? 0 : (i + n - HUGE_FIRST + last) / HUGE_PAGES;
   if (*r1 < *r0) *r1 = *r0;
 }
 
 static char *region_base(hak_arena_t *a, size_t r) { return (char *)a + (r + 1) * HAK_SS_SIZE; }
-
-/* The regions [*r0, *r1) (huge[] indexes) that pages [i, i + n) have
- * pages in. */
-static void regions_touched(size_t i, size_t n, size_t *r0, size_t *r1)
-{
-  *r0 = *r1 = 0;
-  if (i + n <= HUGE_FIRST) return;
-  *r0 = i <= HUGE_FIRST ? 0 : (i - HUGE_FIRST) / HUGE_PAGES;
-  *r1 = (i + n - HUGE_FIRST + HUGE_PAGES - 1) / HUGE_PAGES;
-}
 
 /* Whether pages [i, i + n) of a, about to be taken (under the lock), hold
  * nothing and lie in regions without huge pages: a touch there commits a
@@ -238,7 +229,7 @@ static bool run_clean(const hak_arena_t *a, size_t i, size_t n)
 {
   if (bits_test(a->dirty, NULL, i, n, false)) return false;
   size_t r0, r1;
-  regions_touched(i, n, &r0, &r1);
+  regions_of(i, n, false, &r0, &r1);
   for (size_t r = r0; r < r1; r++)
     if (a->huge[r]) return false;
   return true;
@@ -252,7 +243,7 @@ static void huge_mark(hak_arena_t *a, size_t i, size_t n, bool huge, size_t *r0,
   size_t from, to;
   *r0 = *r1 = 0;
   if (!huge) return;
-  regions_touched(i, n, &from, &to);
+  regions_of(i, n, false, &from, &to);
   for (size_t r = from; r < to; r++) {
     if (a->huge[r]) continue;
     a->huge[r] = true;
@@ -271,7 +262,7 @@ static void huge_advise(hak_arena_t *a, size_t r0, size_t r1)
 static void huge_off(hak_arena_t *a, size_t i, size_t n)
 {
   size_t r0, r1;
-  regions_covered(i, n, &r0, &r1);
+  regions_of(i, n, true, &r0, &r1);
   for (size_t r = r0; r < r1; r++) {
     if (!a->huge[r]) continue;
     size_t e = r;  /* the advised regions from r: one call */

@@ -814,8 +814,7 @@ void hak_heap_lock_wait(hak_heap_t *h)
  * row gives back all. */
 static bool heap_reclaim(hak_heap_t *h)
 {
-  bool kept = atomic_load_explicit(&h->large_kept, memory_order_relaxed) != NULL;
-  hak_large_kept_release(h);
+  bool kept = hak_large_kept_release(h);
   uint32_t n = hak_partial_take_back(h);
   uint32_t dirty = h->dirty_units;
   hak_ss_purge(h, h->reclaim_idle++ != 0);
@@ -827,6 +826,14 @@ bool hak_heap_reclaim_idle(void)
   bool again = false;
   pthread_mutex_lock(&reclaim_lock);
   for (hak_heap_t *h = hak_heap_list(); h != NULL; h = h->all_next) {
+    /* A kept large run (large.c) that two passes in a row found there went
+     * unused for a pass: back to the arenas, busy heap or not (any thread
+     * may take it: an exchange).  A busy thread that never refills would
+     * keep it otherwise. */
+    struct hak_large *kept = atomic_load_explicit(&h->large_kept, memory_order_relaxed);
+    if (kept != NULL && kept == h->reclaim_kept && hak_large_kept_release(h)) kept = NULL;
+    h->reclaim_kept = kept;
+    if (kept != NULL) again = true;  /* look again */
     uint32_t v = atomic_load_explicit(&h->lock, memory_order_relaxed);
     if (v != h->reclaim_seen) {  /* busy since the last look */
       h->reclaim_seen = v;

@@ -967,10 +967,11 @@ static void arena_run_give(hak_large_t *l)
  * default alignment; not calloc, which the arenas zero where dirty) takes
  * it back without a lock.  A malloc that does not fit gives it back to the
  * arenas; so do the thread's exit, a collect (malloc_trim), the heap's
- * maintenance (at most every purge delay, from small-block refills) and
- * the purger's pass over an idle heap (large blocks alone do not show a
- * thread busy), so a thread holds at most one run, for about a purge
- * delay unless it reuses it.  A kept run counts as cached. */
+ * maintenance (at most every purge delay, from small-block refills), the
+ * purger's pass over an idle heap, and its next pass that finds the same
+ * run kept (heap.c, hak_heap_reclaim_idle), so a thread holds at most one
+ * run, for about a purge delay unless it reuses it.  A kept run counts as
+ * cached. */
 #define KEEP_MAX HAK_SS_SIZE
 static _Atomic(size_t) kept_bytes;  /* relaxed: the statistics' sum */
 
@@ -982,6 +983,8 @@ static bool kept_put(hak_heap_t *h, hak_large_t *l)
   if (h->state != HAK_HEAP_LIVE || bytes > KEEP_MAX) return false;
   hak_large_t *none = NULL;
   l->freed_ms = hak_os_now_ms();  /* its age, if it goes back to the arenas (arena_run_give) */
+  /* Counted before the run is visible: a taker's subtraction (the purger
+   * may take it at once) never comes first and wraps the sum. */
   atomic_fetch_add_explicit(&kept_bytes, bytes, memory_order_relaxed);
   if (atomic_compare_exchange_strong_explicit(&h->large_kept, &none, l, memory_order_acq_rel, memory_order_relaxed))
     return true;
@@ -998,10 +1001,11 @@ static hak_large_t *kept_take(hak_heap_t *h)
   return l;
 }
 
-void hak_large_kept_release(hak_heap_t *h)
+bool hak_large_kept_release(hak_heap_t *h)
 {
   hak_large_t *l = kept_take(h);
   if (l != NULL) arena_run_give(l);
+  return l != NULL;
 }
 
 /* h's kept run, if a block of `pages` pages fits it (fits: the default

@@ -20,8 +20,9 @@ hak_large_t *hak_large_of(uintptr_t tag, const void *p);  /* NULL: not a large b
  * read-side section. */
 void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size);
 size_t hak_large_cached_bytes(void);       /* committed bytes in the large cache */
-/* h's kept run (large.c, "kept runs"), if any, goes back to the arenas. */
-void  hak_large_kept_release(hak_heap_t *h);
+/* h's kept run (large.c, "kept runs"), if any, goes back to the arenas;
+ * whether there was one. */
+bool  hak_large_kept_release(hak_heap_t *h);
 /* Bytes of live large blocks (each counted at its usable size when it was
  * allocated) and, in *count, their number; kept with the statistics off. */
 size_t hak_large_live(size_t *count);

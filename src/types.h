@@ -404,6 +404,7 @@ struct hak_heap {
    * .. 32 passes), the exponent, and how many looks in a row found it
    * idle. */
   uint32_t reclaim_seen, reclaim_skip, reclaim_backoff, reclaim_idle;
+  struct hak_large *reclaim_kept;  /* large_kept as its last pass saw it */
   /* The arena run of a large block this heap's thread freed, kept out of
    * the arenas for the thread's next large malloc (large.c, "kept runs").
    * Written only by large.c: stored by a CAS from NULL (the thread's
