@@ -56,6 +56,18 @@ static pthread_key_t heap_key;
 
 hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&all_heaps, memory_order_acquire); }
 
+size_t hak_heap_kept_bytes(size_t *runs)
+{
+  size_t bytes = 0, n = 0;
+  for (hak_heap_t *h = hak_heap_list(); h != NULL; h = h->all_next) {
+    size_t b = atomic_load_explicit(&h->large_kept_bytes, memory_order_relaxed);
+    bytes += b;
+    n += b != 0;
+  }
+  if (runs != NULL) *runs = n;
+  return bytes;
+}
+
 /* ------------------------------------------------------------ parked heaps */
 
 /* A thread that exits parks its heap instead of abandoning it: the heap keeps

@@ -77,6 +77,9 @@ void  hak_heap_init(void);                /* the thread-exit key (init.c) */
 void  hak_heap_before_fork(void);         /* take the heaps' rare-path locks */
 void  hak_heap_after_fork(bool child);
 hak_heap_t *hak_heap_list(void);          /* every heap ever made (statistics) */
+/* The heaps' kept large runs (large.c): their bytes, and in *runs (if not
+ * NULL) how many; a snapshot. */
+size_t hak_heap_kept_bytes(size_t *runs);
 /* free's slow paths into a slab of the live heap h, under its lock: a
  * thread-cache class over its bound (tcache.c, hak_tcache_overflow), and a
  * block straight to its slab with the fast paths off (partial.h,

@@ -128,9 +128,14 @@ static _Atomic(uint64_t) cache_borrows;
  * purge delay, while one that keeps replacing big buffers reuses them.  relaxed:
  * a sizing heuristic, ordered by nothing.  With the number of them, they
  * are also mallinfo2's figures when the block counts are off
- * (hak_large_live). */
-static _Atomic(size_t) large_live_bytes;
-static _Atomic(size_t) large_live_count;
+ * (hak_large_live).  They count kept runs (below) too. */
+static struct large_counts {
+  /* A line of their own: a large malloc and free that do not reuse a kept
+   * run write them, and a line shared with what every large malloc reads
+   * (the decay's times and sizes) cost each of two threads a miss a call. */
+  _Alignas(HAK_CACHE_LINE) _Atomic(size_t) live_bytes;
+  _Atomic(size_t) live_count;
+} large_counts;
 /* The most large bytes live at once lately: the peak since the last time
  * an allocation found the peak older than PEAK_WINDOW_MS (it then starts
  * again from the live bytes).  A program that frees its big blocks and
@@ -461,7 +466,7 @@ static void bank_unlock(bool moved)
  * hak_opt.large_cache and BANK_SLOTS. */
 static size_t bank_room(void)
 {
-  size_t room = atomic_load_explicit(&large_live_bytes, memory_order_relaxed) / 4;
+  size_t room = atomic_load_explicit(&large_counts.live_bytes, memory_order_relaxed) / 4;
   if (room > hak_opt.large_cache / 2) room = hak_opt.large_cache / 2;
   room /= BANK_UNIT;
   return room < BANK_SLOTS ? room : BANK_SLOTS;
@@ -696,7 +701,7 @@ void hak_large_decay(void)
 void hak_large_trim(void)
 {
   atomic_store_explicit(&cache_temp, LARGE_COLD, memory_order_relaxed);
-  atomic_store_explicit(&large_peak_bytes, atomic_load_explicit(&large_live_bytes, memory_order_relaxed),
+  atomic_store_explicit(&large_peak_bytes, atomic_load_explicit(&large_counts.live_bytes, memory_order_relaxed),
                         memory_order_relaxed);
   /* Again while a decay pass or cache_make_room overlapped the emptying:
    * it may have put an entry back into a slot already emptied.  Bounded:
@@ -843,7 +848,10 @@ static hak_large_t *large_map(size_t map_size, size_t map_align, size_t huge_fro
 static void large_note_peak(size_t live)
 {
   uint64_t now = hak_os_now_ms();
-  if (live < atomic_load_explicit(&large_peak_bytes, memory_order_relaxed) &&
+  /* <=: a program at its peak (the same buffers replaced) writes no shared
+   * line per allocation; its peak ages out of the window and starts again
+   * from the live bytes. */
+  if (live <= atomic_load_explicit(&large_peak_bytes, memory_order_relaxed) &&
       now - atomic_load_explicit(&large_peak_ms, memory_order_relaxed) < PEAK_WINDOW_MS)
     return;
   atomic_store_explicit(&large_peak_bytes, live, memory_order_relaxed);
@@ -856,7 +864,7 @@ static void large_note_peak(size_t live)
 static size_t peak_room(size_t held)
 {
   if (!hak_ss_purger()) return 0;
-  size_t live = atomic_load_explicit(&large_live_bytes, memory_order_relaxed);
+  size_t live = atomic_load_explicit(&large_counts.live_bytes, memory_order_relaxed);
   size_t peak = atomic_load_explicit(&large_peak_bytes, memory_order_relaxed);
   return peak > live + held ? peak - live - held : 0;
 }
@@ -885,7 +893,7 @@ static size_t arena_bound(void)
  * them). */
 static size_t cache_bound(void)
 {
-  size_t live = atomic_load_explicit(&large_live_bytes, memory_order_relaxed);
+  size_t live = atomic_load_explicit(&large_counts.live_bytes, memory_order_relaxed);
   size_t bound = hak_opt.large_cache / 4;
   if (live / 2 > bound) bound = live / 2;
   if (bound > hak_opt.large_cache) bound = hak_opt.large_cache;
@@ -894,17 +902,30 @@ static size_t cache_bound(void)
 }
 
 /* The block of l, its header written, goes live and is counted.  The live
- * total moves only here and in free (by the same amount), not on every
- * realloc: a realloc loop must not write a shared line per call. */
-static void large_publish(hak_heap_t *h, hak_large_t *l)
+ * total moves only here and in large_uncount (by the same amount), not on
+ * every realloc: a realloc loop must not write a shared line per call.  A
+ * kept run (below) is counted still: its new block moves the total by the
+ * difference alone, so a thread that frees and allocates a buffer of the
+ * same size writes no shared line. */
+static void large_publish(hak_heap_t *h, hak_large_t *l, bool kept)
 {
   /* release: a reader that finds the block live sees its header written */
   atomic_store_explicit(&l->live, 1, memory_order_release);
   count_large(h, true, 1, l->usable);
+  size_t was = kept ? l->live_counted : 0;
   l->live_counted = l->usable;
-  size_t live = atomic_fetch_add_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed) + l->live_counted;
-  atomic_fetch_add_explicit(&large_live_count, 1, memory_order_relaxed);
-  large_note_peak(live);
+  if (!kept) atomic_fetch_add_explicit(&large_counts.live_count, 1, memory_order_relaxed);
+  if (l->usable < was) atomic_fetch_sub_explicit(&large_counts.live_bytes, was - l->usable, memory_order_relaxed);
+  if (l->usable <= was) return;
+  size_t add = l->usable - was;
+  large_note_peak(atomic_fetch_add_explicit(&large_counts.live_bytes, add, memory_order_relaxed) + add);
+}
+
+/* l's block, freed (or its kept run, given back), leaves the live totals. */
+static void large_uncount(hak_large_t *l)
+{
+  atomic_fetch_sub_explicit(&large_counts.live_bytes, l->live_counted, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&large_counts.live_count, 1, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------ arena blocks */
@@ -970,10 +991,10 @@ static void arena_run_give(hak_large_t *l)
  * maintenance (at most every purge delay, from small-block refills), the
  * purger's pass over an idle heap, and its next pass that finds the same
  * run kept (heap.c, hak_heap_reclaim_idle), so a thread holds at most one
- * run, for about a purge delay unless it reuses it.  A kept run counts as
- * cached. */
+ * run, for about a purge delay unless it reuses it.  A kept run stays in
+ * the live totals (large_publish) until it is given back; the statistics
+ * count it as cached (hak_heap_kept_bytes). */
 #define KEEP_MAX HAK_SS_SIZE
-static _Atomic(size_t) kept_bytes;  /* relaxed: the statistics' sum */
 
 /* Keep the run of l (its block just freed) in h's slot, if h is live, the
  * slot empty and the run small enough. */
@@ -985,10 +1006,10 @@ static bool kept_put(hak_heap_t *h, hak_large_t *l)
   l->freed_ms = hak_os_now_ms();  /* its age, if it goes back to the arenas (arena_run_give) */
   /* Counted before the run is visible: a taker's subtraction (the purger
    * may take it at once) never comes first and wraps the sum. */
-  atomic_fetch_add_explicit(&kept_bytes, bytes, memory_order_relaxed);
+  atomic_fetch_add_explicit(&h->large_kept_bytes, l->live_counted, memory_order_relaxed);
   if (atomic_compare_exchange_strong_explicit(&h->large_kept, &none, l, memory_order_acq_rel, memory_order_relaxed))
     return true;
-  atomic_fetch_sub_explicit(&kept_bytes, bytes, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&h->large_kept_bytes, l->live_counted, memory_order_relaxed);
   return false;
 }
 
@@ -997,14 +1018,22 @@ static hak_large_t *kept_take(hak_heap_t *h)
 {
   if (atomic_load_explicit(&h->large_kept, memory_order_relaxed) == NULL) return NULL;
   hak_large_t *l = atomic_exchange_explicit(&h->large_kept, NULL, memory_order_acq_rel);
-  if (l != NULL) atomic_fetch_sub_explicit(&kept_bytes, (size_t)l->arena_pages * HAK_PAGE_SIZE, memory_order_relaxed);
+  if (l != NULL) atomic_fetch_sub_explicit(&h->large_kept_bytes, l->live_counted, memory_order_relaxed);
   return l;
+}
+
+/* The run of l (its block freed, or a kept run taken) goes back to the
+ * arenas, out of the live totals. */
+static void arena_run_retire(hak_large_t *l)
+{
+  large_uncount(l);
+  arena_run_give(l);
 }
 
 bool hak_large_kept_release(hak_heap_t *h)
 {
   hak_large_t *l = kept_take(h);
-  if (l != NULL) arena_run_give(l);
+  if (l != NULL) arena_run_retire(l);
   return l != NULL;
 }
 
@@ -1017,7 +1046,7 @@ static hak_large_t *kept_fit(hak_heap_t *h, size_t pages, bool fits)
   hak_large_t *l = kept_take(h);
   if (l == NULL) return NULL;
   if (fits && l->arena_pages >= pages && l->arena_pages <= pages + pages / 8) return l;
-  arena_run_give(l);
+  arena_run_retire(l);
   return NULL;
 }
 
@@ -1034,7 +1063,8 @@ static void *large_arena_alloc(hak_heap_t *h, size_t size, size_t align, bool ze
   }
   bool probe = false, clean = false;
   hak_large_t *l = kept_fit(h, pages, align <= HAK_MIN_ALIGN && !zero);
-  if (l != NULL) {
+  bool kept = l != NULL;
+  if (kept) {
     pages = l->arena_pages;  /* the block ends at the run's end, as placed below */
     off = pages * HAK_PAGE_SIZE - span;
   }
@@ -1059,7 +1089,7 @@ static void *large_arena_alloc(hak_heap_t *h, size_t size, size_t align, bool ze
   ((uintptr_t *)l->user)[-2] = (uintptr_t)l;
   ((uintptr_t *)l->user)[-1] = hak_canary_word(l->user);
   large_write_tail(l);
-  large_publish(h, l);
+  large_publish(h, l, kept);
   return l->user;
 }
 
@@ -1182,7 +1212,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   /* The holder may write all of it, and a huge page commits its region. */
   if (l->dirty_from > large_region_floor(below)) l->dirty_from = large_region_floor(below);
   large_dirty_upto(l, off + usable);
-  large_publish(h, l);
+  large_publish(h, l, false);
   /* The bound holds at every allocation too, not only at frees: the
    * pages cached below the peak give way as the live bytes climb back to
    * it (and at a new peak the cache keeps only what the bound without the
@@ -1215,8 +1245,6 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
   large_check_tail(l);
   large_fill_probe(l);
   count_large(h, false, 1, l->usable);
-  atomic_fetch_sub_explicit(&large_live_bytes, l->live_counted, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&large_live_count, 1, memory_order_relaxed);
   /* Freed by a thread that did not allocate it (ids, not tags: a heap is
    * reused by the next thread, with a new id but the same tag). */
   if (hak_opt.stats && atomic_load_explicit(&h->id, memory_order_relaxed) != l->owner_id) {
@@ -1232,9 +1260,10 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
      * 4 threads refaulted 86 MB a second under cache_bound; bench/large,
      * whose cached mappings of up to 64 MiB filled the shared bound, had
      * every arena run purged at its free). */
-    if (!kept_put(h, l)) arena_run_give(l);
+    if (!kept_put(h, l)) arena_run_retire(l);
     return NULL;
   }
+  large_uncount(l);
   if (!large_warm()) return large_discard(l);
   size_t cached = atomic_load_explicit(&cache_bytes, memory_order_relaxed);
   size_t bound = cache_bound();
@@ -1286,14 +1315,13 @@ uint64_t hak_large_next_due(void)
 
 size_t hak_large_cached_bytes(void)
 {
-  return atomic_load_explicit(&cache_bytes, memory_order_relaxed) + hak_arena_idle_bytes() +
-         atomic_load_explicit(&kept_bytes, memory_order_relaxed);
+  return atomic_load_explicit(&cache_bytes, memory_order_relaxed) + hak_arena_idle_bytes();
 }
 
 size_t hak_large_live(size_t *count)
 {
-  *count = atomic_load_explicit(&large_live_count, memory_order_relaxed);
-  return atomic_load_explicit(&large_live_bytes, memory_order_relaxed);
+  *count = atomic_load_explicit(&large_counts.live_count, memory_order_relaxed);
+  return atomic_load_explicit(&large_counts.live_bytes, memory_order_relaxed);
 }
 
 void hak_large_retire(hak_large_t *l)

@@ -19,12 +19,15 @@ hak_large_t *hak_large_of(uintptr_t tag, const void *p);  /* NULL: not a large b
  * (no copy); its new address, or NULL (the block is untouched).  Outside any
  * read-side section. */
 void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size);
-size_t hak_large_cached_bytes(void);       /* committed bytes in the large cache */
+/* Committed bytes in the large cache and the arenas' idle pages (the kept
+ * runs are counted live here: hak_heap_kept_bytes). */
+size_t hak_large_cached_bytes(void);
 /* h's kept run (large.c, "kept runs"), if any, goes back to the arenas;
  * whether there was one. */
 bool  hak_large_kept_release(hak_heap_t *h);
 /* Bytes of live large blocks (each counted at its usable size when it was
- * allocated) and, in *count, their number; kept with the statistics off. */
+ * allocated) and, in *count, their number, kept runs included (the
+ * statistics subtract hak_heap_kept_bytes); kept with the statistics off. */
 size_t hak_large_live(size_t *count);
 
 #endif /* HAKMEM_LARGE_H */

@@ -165,7 +165,7 @@ void hak_stats_get(hak_stats_t *out)
   out->foreign_frees = t.foreign;
   out->large_frees = t.large_frees;
   out->large_live_bytes = sub0(t.large_in, t.large_out);
-  out->large_cached_bytes = hak_large_cached_bytes();
+  out->large_cached_bytes = hak_large_cached_bytes() + hak_heap_kept_bytes(NULL);
   out->superslabs_purged = hak_counter_read(&hak_gstats.ss_purged);
   out->purged_bytes = hak_counter_read(&hak_gstats.purged_bytes);
   out->refaulted_bytes = hak_counter_read(&hak_gstats.refaulted_bytes);
@@ -585,9 +585,9 @@ static void get_mallinfo(mallinfo_t *m, hak_stats_t *s, hak_class_stats_t *cs)
   m->large_mapped = sub0(s->mapped_bytes, m->arena);
   if (!hak_opt.stats) {
     m->slabs = live_walk(cs);
-    size_t n;
-    m->large_live_bytes = hak_large_live(&n);
-    m->large_live = n;
+    size_t n, kept_runs, kept = hak_heap_kept_bytes(&kept_runs);  /* freed blocks the live totals count */
+    m->large_live_bytes = sub0(hak_large_live(&n), kept);
+    m->large_live = sub0(n, kept_runs);
   }
   for (size_t c = 0; c < HAK_NUM_SIZES; c++) {
     m->small_live_blocks += cs[c].live_blocks;

@@ -413,6 +413,11 @@ struct hak_heap {
    * it owns the run.  acq_rel: the run's header, written before the store,
    * is seen by the taker.  NULL whenever the heap is not live. */
   _Atomic(struct hak_large *) large_kept;
+  /* The bytes of the kept run's last block, 0 if none: large.c counts a
+   * kept run in its live totals until it is reused or given back, and the
+   * statistics subtract these (hak_heap_kept_bytes).  Raised before the
+   * run is stored, lowered after it is taken (relaxed: a sum). */
+  _Atomic(size_t) large_kept_bytes;
   /* Blocks freed by other threads into this heap's full slabs (MPSC stack:
    * remote freers push with CAS, the owner takes all with one exchange). */
   _Alignas(HAK_CACHE_LINE) _Atomic(hak_block_t *) delayed;
