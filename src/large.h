@@ -19,8 +19,8 @@ hak_large_t *hak_large_of(uintptr_t tag, const void *p);  /* NULL: not a large b
  * (no copy); its new address, or NULL (the block is untouched).  Outside any
  * read-side section. */
 void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size);
-/* Committed bytes in the large cache and the arenas' idle pages (the kept
- * runs are counted live here: hak_heap_kept_bytes). */
+/* Committed bytes in the large cache and the arenas' idle pages; not the
+ * kept runs, which large.c counts as live (hak_heap_kept_bytes). */
 size_t hak_large_cached_bytes(void);
 /* h's kept run (large.c, "kept runs"), if any, goes back to the arenas;
  * whether there was one. */
