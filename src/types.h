@@ -481,6 +481,7 @@ typedef struct hak_large {
   uint64_t freed_ms;          /* when it went to the cache */
   uint32_t probe_from, probe_to;
   uint32_t arena_pages;       /* a block in an arena run of this many pages (arena.c); 0: its own mapping */
+  uint32_t huge_from;         /* a mapping's: its area below has 4 KiB pages, above huge-page advice (large.c) */
   hak_retired_t retired;
 } hak_large_t;
 

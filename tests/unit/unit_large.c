@@ -1614,6 +1614,39 @@ static void test_arena_sparse(void) {
   hak_collect();
 }
 
+/* Blocks of 2 MiB or more written in part hold what was written, once the
+ * program is seen writing its blocks so: the 2 MiB region where each
+ * starts has 4 KiB pages.  A 4 MiB arena block and a 16 MiB mapping (each
+ * starts a region past its first) held a huge page there for a touch of
+ * their first byte, for as long as their memory was reused. */
+static void test_big_sparse(void) {
+  if (!arena_begin("blocks of 4 and 16 MiB written in their first 64 KiB hold that, not a huge page")) return;
+  if (thp_always()) {
+    printf("   skipped: transparent huge pages are in \"always\" mode\n");
+    return;
+  }
+  teach_sparse();
+  static const size_t sizes[] = { 4 * MiB, 16 * MiB };
+  enum { N = 6 };
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    unsigned char *v[N];
+    size_t most = 0;
+    for (int i = 0; i < N; i++) {
+      v[i] = hak_malloc(sizes[k]);
+      REQUIRE(v[i] != NULL, "hak_malloc(%zu)", sizes[k]);
+      memset(v[i], 0x5C, 64 * KiB);
+    }
+    for (int i = 0; i < N; i++) {
+      size_t res = resident_bytes(v[i], sizes[k]);
+      if (res > most) most = res;
+    }
+    CHECK(most <= 256 * KiB, "%d blocks of %zu MiB written in their first 64 KiB: up to %zu KiB of a block "
+          "resident (a huge page at its start)", N, sizes[k] / MiB, most / KiB);
+    for (int i = 0; i < N; i++) hak_free(v[i]);
+  }
+  hak_collect();
+}
+
 /* A thread that idles after freeing a large block: it waits on `go`. */
 struct kept_job {
   pthread_mutex_t lock;
@@ -1765,6 +1798,7 @@ int main(int argc, char **argv) {
   test_arena_pinned();
   test_arena_huge();
   test_arena_sparse();
+  test_big_sparse();
   test_arena_kept();
   test_arena_aligned();
   test_arena_bound();
