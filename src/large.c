@@ -1115,6 +1115,7 @@ static void *large_arena_alloc(hak_heap_t *h, size_t size, size_t align, bool ze
   l->map_base = NULL;
   l->map_size = 0;
   l->dirty_from = l->dirty_to = 0;  /* an arena block is never cached */
+  l->huge_from = 0;                 /* nor filled by large_fill: its run's regions decide */
   l->freed_ms = 0;
   l->probe_from = l->probe_to = 0;
   if (probe && clean) arena_probe(l, off, usable);
