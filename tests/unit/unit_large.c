@@ -1574,6 +1574,19 @@ static bool thp_always(void) {
   return strstr(buf, "[always]") != NULL;
 }
 
+/* A section on what a program that writes its blocks in part holds:
+ * skipped where the arenas are off or every region gets huge pages, else
+ * hakmem is shown such a program first (teach_sparse). */
+static bool sparse_begin(const char *title) {
+  if (!arena_begin(title)) return false;
+  if (thp_always()) {
+    printf("   skipped: transparent huge pages are in \"always\" mode\n");
+    return false;
+  }
+  teach_sparse();
+  return true;
+}
+
 /* Blocks smaller than a huge page get no huge pages: twelve 1 MiB arena
  * blocks (past the arena's first region from the third on), each written
  * in one page, hold about that page each, not the 2 MiB region around it
@@ -1583,12 +1596,7 @@ static bool thp_always(void) {
  * 4 MiB block written whole still gets them (test_arena_huge), and so do
  * 1 MiB blocks where the program writes them whole (test_arena_dense). */
 static void test_arena_sparse(void) {
-  if (!arena_begin("arena: 1 MiB blocks written in one page hold that page, not a huge page")) return;
-  if (thp_always()) {
-    printf("   skipped: transparent huge pages are in \"always\" mode\n");
-    return;
-  }
-  teach_sparse();
+  if (!sparse_begin("arena: 1 MiB blocks written in one page hold that page, not a huge page")) return;
   /* First a 4 MiB block written whole (huge pages), freed and given back:
    * its regions lose their huge pages with their memory, and the small
    * blocks below take them first (first fit). */
@@ -1620,12 +1628,7 @@ static void test_arena_sparse(void) {
  * starts a region past its first) held a huge page there for a touch of
  * their first byte, for as long as their memory was reused. */
 static void test_big_sparse(void) {
-  if (!arena_begin("blocks of 4 and 16 MiB written in their first 64 KiB hold that, not a huge page")) return;
-  if (thp_always()) {
-    printf("   skipped: transparent huge pages are in \"always\" mode\n");
-    return;
-  }
-  teach_sparse();
+  if (!sparse_begin("blocks of 4 and 16 MiB written in their first 64 KiB hold that, not a huge page")) return;
   static const size_t sizes[] = { 4 * MiB, 16 * MiB };
   enum { N = 6 };
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
