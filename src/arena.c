@@ -14,9 +14,10 @@
  * huge pages once a run taken with them (large.c decides: runs of 2 MiB or
  * more, past their block's first region until the program is seen writing
  * its blocks whole, and smaller ones while it is) has pages there: its
- * fresh pages fault in 2 MiB at a time, until its pages go back whole.  A block smaller than a huge page is often touched in
- * part (a buffer sized for the largest message), and a huge page commits
- * 2 MiB at its first byte.
+ * fresh pages fault in 2 MiB at a time, until its pages go back whole.  A
+ * block smaller than a huge page is often touched in part (a buffer sized
+ * for the largest message), and a huge page commits 2 MiB at its first
+ * byte.
  * Arenas are never unmapped; their free pages go back to the OS in decay
  * passes (hak_arena_decay, arena_claim): a huge page once all of it is
  * free and no page of it was freed for the purge delay (in the first
