@@ -594,11 +594,12 @@ static bool large_start_small_pages(int score)
 
 /* Which regions of an arena run of `pages` pages get huge pages.  A huge
  * page or more: all of them (it fills at least one, or most of two), or
- * those past the region where its block starts (large_start_small_pages).  A smaller run: all of them while the score says the program
- * writes its blocks whole, except the probes (*probe: the run is one if its
- * pages turn out clean), every ARENA_PROBE_EVERY-th: a probe's region
- * faults 4 KiB at a time for the runs that share it too, so they are rarer
- * than the mappings'. */
+ * those past the region where its block starts (large_start_small_pages).
+ * A smaller run: all of them while the score says the program writes its
+ * blocks whole, except the probes (*probe: the run is one if its pages
+ * turn out clean), every ARENA_PROBE_EVERY-th: a probe's region faults
+ * 4 KiB at a time for the runs that share it too, so they are rarer than
+ * the mappings'. */
 #define ARENA_PROBE_EVERY 16
 static _Atomic(uint32_t) arena_count;
 

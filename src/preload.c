@@ -53,11 +53,11 @@ HAK_EXPORT int malloc_trim(size_t pad)
   hak_init();
   uint64_t purged = atomic_load_explicit(&hak_gstats.purged_bytes, memory_order_relaxed);
   uint64_t mapped = atomic_load_explicit(&hak_gstats.mapped_bytes, memory_order_relaxed);
-  size_t cached = hak_large_cached_bytes() + hak_heap_kept_bytes(NULL);
+  size_t cached = hak_stats_large_cached();
   hak_collect();
   return atomic_load_explicit(&hak_gstats.purged_bytes, memory_order_relaxed) > purged ||
          atomic_load_explicit(&hak_gstats.mapped_bytes, memory_order_relaxed) < mapped ||
-         hak_large_cached_bytes() + hak_heap_kept_bytes(NULL) < cached;
+         hak_stats_large_cached() < cached;
 }
 
 /* glibc's heap inspection: hakmem's numbers in glibc's formats (meaning of

@@ -165,7 +165,7 @@ void hak_stats_get(hak_stats_t *out)
   out->foreign_frees = t.foreign;
   out->large_frees = t.large_frees;
   out->large_live_bytes = sub0(t.large_in, t.large_out);
-  out->large_cached_bytes = hak_large_cached_bytes() + hak_heap_kept_bytes(NULL);
+  out->large_cached_bytes = hak_stats_large_cached();
   out->superslabs_purged = hak_counter_read(&hak_gstats.ss_purged);
   out->purged_bytes = hak_counter_read(&hak_gstats.purged_bytes);
   out->refaulted_bytes = hak_counter_read(&hak_gstats.refaulted_bytes);
@@ -610,6 +610,8 @@ static void take_snapshot(snapshot_t *n)
   hak_init();
   get_mallinfo(&n->m, &n->s, n->cs);
 }
+
+size_t hak_stats_large_cached(void) { return hak_large_cached_bytes() + hak_heap_kept_bytes(NULL); }
 
 void hak_stats_mallinfo2(struct mallinfo2 *out)
 {
