@@ -369,17 +369,48 @@ static void walk_superslabs(void (*f)(hak_superslab_t *ss, void *ctx), void *ctx
  * an empty one, which the purge policy gives back once idle (superslab.c).
  * Across that split, by owner: parked_kb, the SuperSlabs of heaps parked
  * by exited threads (heap.c), and unowned_kb, of none (abandoned, or in
- * the empty-SuperSlab cache).
+ * the empty-SuperSlab cache); and per owner (the "resident heap" lines),
+ * its SuperSlabs, their resident pages and of those the empty units', so
+ * a heap holding committed units that another heap cannot use shows.
  * Read from what any thread may read (a slab's atomic used and class, the
  * size tables): a snapshot, while the owners work. */
 #define PARKED_SEEN 64   /* parked heaps told apart (HAKMEM_PARKED_HEAPS is 8 by default) */
+#define OWNERS_SEEN 32   /* owners told apart; the others are summed in `unseen` */
+#define OWNERS_SHOWN 8   /* owner lines printed, largest first; then "others" */
+
+typedef struct {
+  hak_heap_t *heap;                /* NULL: no owner */
+  uint64_t superslabs, pages, empty;
+} owner_resident_t;
 
 typedef struct {
   uint64_t pages, header, slab, empty, blocks;   /* pages; blocks in bytes */
   uint64_t parked, unowned;                      /* pages of SuperSlabs of parked heaps, of none */
   hak_heap_t *parked_heaps[PARKED_SEEN];
   size_t nparked;
+  owner_resident_t owners[OWNERS_SEEN], unseen;
+  size_t nowners;
 } resident_t;
+
+/* The entry of owner (NULL: none) in r; `unseen` once the table is full. */
+static owner_resident_t *owner_entry(resident_t *r, hak_heap_t *owner)
+{
+  size_t i = 0;
+  while (i < r->nowners && r->owners[i].heap != owner) i++;
+  if (i == r->nowners) {
+    if (i == OWNERS_SEEN) return &r->unseen;
+    r->owners[i].heap = owner;
+    r->nowners++;
+  }
+  return &r->owners[i];
+}
+
+static bool is_parked(const resident_t *r, const hak_heap_t *h)
+{
+  for (size_t i = 0; h != NULL && i < r->nparked; i++)
+    if (r->parked_heaps[i] == h) return true;
+  return false;
+}
 
 #define SS_PAGES (HAK_SS_SIZE / HAK_PAGE_SIZE)
 #define UNIT_PAGES (HAK_UNIT_SIZE / HAK_PAGE_SIZE)
@@ -394,8 +425,8 @@ static void ss_resident(hak_superslab_t *ss, void *ctx)
   r->pages += all;
   hak_heap_t *owner = atomic_load_explicit(&ss->owner, memory_order_relaxed);
   if (owner == NULL) r->unowned += all;
-  for (size_t i = 0; owner != NULL && i < r->nparked; i++)
-    if (r->parked_heaps[i] == owner) r->parked += all;
+  if (is_parked(r, owner)) r->parked += all;
+  uint64_t empty_before = r->empty;
   r->header += hak_os_count_resident(vec, 0, HEADER_PAGES);
   for (unsigned u = 0; u < HAK_UNITS;) {
     size_t from = u == 0 ? HEADER_PAGES : (size_t)u * UNIT_PAGES;
@@ -413,6 +444,57 @@ static void ss_resident(hak_superslab_t *ss, void *ctx)
     }
     u += span;
   }
+  owner_resident_t *e = owner_entry(r, owner);
+  e->superslabs++;
+  e->pages += all;
+  e->empty += r->empty - empty_before;
+}
+
+/* r's owners, most resident pages first (insertion: a few dozen; qsort
+ * may allocate). */
+static void sort_owners(resident_t *r)
+{
+  for (size_t i = 1; i < r->nowners; i++) {
+    owner_resident_t e = r->owners[i];
+    size_t j = i;
+    for (; j > 0 && r->owners[j - 1].pages < e.pages; j--) r->owners[j] = r->owners[j - 1];
+    r->owners[j] = e;
+  }
+}
+
+static void report_owner(hak_out_t *o, const char *label, const char *kind, const owner_resident_t *e)
+{
+  uint64_t kb = HAK_PAGE_SIZE >> 10;
+  hak_out_str(o, "hakmem: resident heap ");
+  hak_out_str(o, label);
+  hak_out_str(o, " ");
+  hak_out_str(o, kind);
+  hak_out_kv(o, "superslabs", e->superslabs);
+  hak_out_kv(o, "resident_kb", e->pages * kb);
+  hak_out_kv(o, "empty_kb", e->empty * kb);
+  hak_out_str(o, "\n");
+}
+
+/* One line per owner, largest first: its thread's label ("#id" for a
+ * parked heap: its last thread's), live, parked or none. */
+static void report_owners(hak_out_t *o, resident_t *r)
+{
+  sort_owners(r);
+  owner_resident_t others = r->unseen;
+  for (size_t i = 0; i < r->nowners; i++) {
+    const owner_resident_t *e = &r->owners[i];
+    if (i >= OWNERS_SHOWN) {
+      others.superslabs += e->superslabs;
+      others.pages += e->pages;
+      others.empty += e->empty;
+      continue;
+    }
+    char label[24];
+    if (e->heap == NULL) strcpy(label, "-");
+    else thread_label(atomic_load_explicit(&e->heap->id, memory_order_relaxed), label);
+    report_owner(o, label, e->heap == NULL ? "none" : is_parked(r, e->heap) ? "parked" : "live", e);
+  }
+  if (others.superslabs != 0) report_owner(o, "others", "-", &others);
 }
 
 static void report_resident(hak_out_t *o)
@@ -431,6 +513,7 @@ static void report_resident(hak_out_t *o)
   hak_out_kv(o, "parked_kb", r.parked * kb);
   hak_out_kv(o, "unowned_kb", r.unowned * kb);
   hak_out_str(o, "\n");
+  report_owners(o, &r);
 }
 
 static void report_details(hak_out_t *o, const hak_stats_t *s)

@@ -167,6 +167,38 @@ static bool print_resident(resident_line_t *r)
   return n == 7;
 }
 
+/* The "resident heap" lines of hak_stats_print: the sum of their
+ * resident_kb, and the largest of a parked heap's. */
+typedef struct { unsigned long long sum, parked_max, lines; } owner_lines_t;
+
+static bool print_owners(owner_lines_t *r)
+{
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (f == NULL) return false;
+  hak_stats_print(f);
+  fclose(f);
+  memset(r, 0, sizeof *r);
+  bool ok = true;
+  for (const char *line = strstr(text, "hakmem: resident heap "); line != NULL;
+       line = strstr(line + 1, "hakmem: resident heap ")) {
+    char label[32], kind[16];
+    unsigned long long ss, kb, empty;
+    if (sscanf(line, "hakmem: resident heap %31s %15s superslabs=%llu resident_kb=%llu empty_kb=%llu", label, kind,
+               &ss, &kb, &empty) != 5 || empty > kb) {
+      fprintf(stderr, "bad resident heap line in:\n%s", text);
+      ok = false;
+      break;
+    }
+    r->sum += kb;
+    r->lines++;
+    if (strcmp(kind, "parked") == 0 && kb > r->parked_max) r->parked_max = kb;
+  }
+  free(text);
+  return ok && r->lines != 0;
+}
+
 enum { N_RES = 4096, SIZE_RES = 1000 };
 static void *kept_by_exited[N_RES];
 
@@ -221,6 +253,15 @@ static void test_resident(void)
   CHECK(parked.parked >= after.parked + kb * 9 / 10, "parked_kb %llu -> %llu after a thread left %llu KiB",
         after.parked, parked.parked, kb);
   CHECK(parked.parked <= parked.ss, "parked_kb %llu > superslabs_kb %llu", parked.parked, parked.ss);
+  /* Per owner: the exited thread's heap holds its 4 MiB, and the owners'
+   * lines add up to the SuperSlabs' resident pages (read again: the
+   * snapshots differ by the pages touched in between, a few at most). */
+  owner_lines_t owners;
+  REQUIRE(print_owners(&owners), "resident heap lines");
+  CHECK(owners.parked_max >= kb * 9 / 10, "largest parked heap %llu KiB after a thread left %llu KiB",
+        owners.parked_max, kb);
+  CHECK(owners.sum + 64 >= parked.ss && owners.sum <= parked.ss + 64,
+        "resident heap lines sum to %llu KiB, superslabs_kb %llu", owners.sum, parked.ss);
   for (int i = 0; i < N; i++) hak_free(kept_by_exited[i]);
 }
 
