@@ -11,13 +11,11 @@
  * address order, so the low pages are reused and the high ones stay
  * untouched.  A run holds one large block (large.c): its header, then the
  * block.  A 2 MiB region past the first (the header's) has transparent
- * huge pages once a run taken with them (large.c decides: runs of 2 MiB or
- * more, past their block's first region until the program is seen writing
- * its blocks whole, and smaller ones while it is) has pages there: its
- * fresh pages fault in 2 MiB at a time, until its pages go back whole.  A
- * block smaller than a huge page is often touched in part (a buffer sized
- * for the largest message), and a huge page commits 2 MiB at its first
- * byte.
+ * huge pages once a run taken with them (large.c decides: while the
+ * program writes blocks of that size whole) has pages there: its fresh
+ * pages fault in 2 MiB at a time, until its pages go back whole.  A block
+ * smaller than a huge page is often touched in part (a buffer sized for
+ * the largest message), and a huge page commits 2 MiB at its first byte.
  * Arenas are never unmapped; their free pages go back to the OS in decay
  * passes (hak_arena_decay, arena_claim): a huge page once all of it is
  * free and no page of it was freed for the purge delay (in the first
@@ -237,15 +235,14 @@ static bool run_clean(const hak_arena_t *a, size_t i, size_t n)
 }
 
 /* A run [i, i + n) of a was taken or grown (under the lock): with huge,
- * the regions it has pages in (whole: those it covers whole) get huge
- * pages.  Returns the span of those that had none, [*r0, *r1), for
- * huge_advise after the lock. */
-static void huge_mark(hak_arena_t *a, size_t i, size_t n, bool huge, bool whole, size_t *r0, size_t *r1)
+ * the regions it has pages in get huge pages.  Returns the span of those
+ * that had none, [*r0, *r1), for huge_advise after the lock. */
+static void huge_mark(hak_arena_t *a, size_t i, size_t n, bool huge, size_t *r0, size_t *r1)
 {
   size_t from, to;
   *r0 = *r1 = 0;
   if (!huge) return;
-  regions_of(i, n, whole, &from, &to);
+  regions_of(i, n, false, &from, &to);
   for (size_t r = from; r < to; r++) {
     if (a->huge[r]) continue;
     a->huge[r] = true;
@@ -293,19 +290,8 @@ static hak_arena_t *arena_new(void)
   return a;
 }
 
-/* Pages of a run at page i, past which the regions get huge pages when
- * huge says past the lead: up to the end of the region that holds the
- * run's byte lead (the arena's first region never has huge pages). */
-static size_t huge_skip(size_t i, size_t pages, size_t lead, hak_arena_huge_t huge)
-{
-  if (huge != HAK_ARENA_HUGE_PAST_LEAD) return 0;
-  size_t first = i + lead / HAK_PAGE_SIZE;
-  size_t end = first < HUGE_FIRST ? HUGE_FIRST : first + HUGE_PAGES - (first - HUGE_FIRST) % HUGE_PAGES;
-  return end - i < pages ? end - i : pages;
-}
-
-void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, size_t zero_to,
-                     hak_arena_huge_t huge, bool *clean)
+void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, size_t zero_to, bool huge,
+                     bool *clean)
 {
   if (pages == 0 || pages > RUN_MAX_PAGES || align > HAK_ARENA_ALIGN_MAX) return NULL;
   uint64_t was_dirty[(RUN_MAX_PAGES + 63) / 64] = { 0 };
@@ -323,13 +309,10 @@ void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, 
   if (zero_to > zero_from)
     for (size_t k = 0; k < pages; k++)
       if (a->dirty[(i + k) / 64] >> ((i + k) % 64) & 1) was_dirty[k / 64] |= (uint64_t)1 << (k % 64);
-  size_t skip = huge_skip(i, pages, lead, huge);
-  *clean = run_clean(a, i, skip != 0 ? skip : pages);
+  *clean = run_clean(a, i, pages);
   run_mark(a, i, pages);
   size_t r0, r1;
-  /* Past the lead, only the regions the run covers whole: the region of
-   * its last page is where the next run's block may start. */
-  huge_mark(a, i + skip, pages - skip, huge != HAK_ARENA_HUGE_NONE, huge == HAK_ARENA_HUGE_PAST_LEAD, &r0, &r1);
+  huge_mark(a, i, pages, huge, &r0, &r1);
   pthread_mutex_unlock(&arena_lock);
   huge_advise(a, r0, r1);
   char *run = a->data + i * HAK_PAGE_SIZE;
@@ -377,7 +360,7 @@ bool hak_arena_extend(void *run, size_t pages, size_t more, bool huge)
   size_t r0 = 0, r1 = 0;
   if (ok) {
     run_mark(a, i, more);
-    huge_mark(a, i - pages, pages + more, huge, false, &r0, &r1);
+    huge_mark(a, i - pages, pages + more, huge, &r0, &r1);
   }
   pthread_mutex_unlock(&arena_lock);
   huge_advise(a, r0, r1);

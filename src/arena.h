@@ -14,16 +14,12 @@
  * align (a power of two, at most HAK_ARENA_ALIGN_MAX) is more than a page,
  * the run's address plus `lead` (a page multiple) is a multiple of it.
  * Pages of the run that may hold old data are zeroed in [zero_from,
- * zero_to) (byte offsets into the run; zero_to 0: none).  huge: which of
- * the 2 MiB regions it has pages in get transparent huge pages (past the
- * lead: those after the region of the run's byte `lead`, the block's
- * start).  *clean: its pages held nothing, and no region they are in had
- * huge pages (a touch there commits 4 KiB: what is resident later is what
- * the holder wrote); past the lead, the same of its pages before the first
- * region with huge pages. */
-typedef enum { HAK_ARENA_HUGE_NONE, HAK_ARENA_HUGE_ALL, HAK_ARENA_HUGE_PAST_LEAD } hak_arena_huge_t;
-void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, size_t zero_to,
-                     hak_arena_huge_t huge, bool *clean);
+ * zero_to) (byte offsets into the run; zero_to 0: none).  huge: the 2 MiB
+ * regions it has pages in get transparent huge pages.  *clean: its pages
+ * held nothing, and no region they are in had huge pages (a touch there
+ * commits 4 KiB: what is resident later is what the holder wrote). */
+void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, size_t zero_to, bool huge,
+                     bool *clean);
 /* Give back a run that hak_arena_take handed out, or its tail; purge: its
  * pages go back to the OS now (splitting the huge pages it shares with
  * other runs; else they stay for the next runs until a decay pass finds

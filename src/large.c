@@ -46,8 +46,8 @@
  * block's (one block's page faults).
  *
  * VMAs: [0, huge_from) normal pages, [huge_from, E) huge-page advised, the
- * guard; huge_from is 2 MiB, or the end of the region where the block of a
- * fresh mapping starts (large_start_small_pages).
+ * guard; huge_from is 2 MiB, or E where a block of 2 MiB or more gets no
+ * huge pages (big_huge).
  * mremap cannot take a range spanning VMAs, so growth works on the runs:
  * in place it extends the guard's VMA and opens its front part; a move
  * remaps each run to the new mapping.
@@ -57,8 +57,8 @@
  * before the program writes a byte.  Hence:
  *  - Huge pages: the block area past the first 2 MiB region is advised
  *    MADV_HUGEPAGE, so one fault maps 2 MiB (the first region, which holds
- *    the header, keeps 4 KiB pages; so does the region where the block
- *    starts while the program is not seen writing its blocks whole).
+ *    the header, keeps 4 KiB pages; a block of 2 MiB or more gets none
+ *    until the program is seen writing such blocks whole, big_huge).
  *    Purges never split a huge page (see large_region_floor): a split
  *    region faults 4 KiB at a time for good.
  *  - Fresh pages cost far more than reused ones: the kernel zeroes every
@@ -530,22 +530,96 @@ static uint64_t bank_decay(uint64_t now, bool force)
 
 /* Whether the program writes its large blocks whole, which decides whether
  * malloc commits a block's fresh first-region pages at once (large_fill),
- * and whether arena blocks smaller than a huge page get huge pages
- * (arena_huge).  A program that uses part of a big buffer must not get all
- * of it committed, so it is measured, on the blocks left to fault in 4 KiB
- * at a time (probes): at the free of one, its pages that were fresh at its
- * allocation [probe_from, probe_to) (a mapping's in its first region, an
- * arena block's first 2 MiB) are looked at (mincore); at least 7/8 of them
+ * and whether blocks get huge pages (arena_huge, hak_large_alloc).  A
+ * program that uses part of a big buffer must not get all of it committed,
+ * so it is measured, on the blocks left to fault in 4 KiB at a time
+ * (probes): at the free of one, its pages that were fresh at its allocation
+ * [probe_from, probe_to) (a mapping's in its first region, an arena
+ * block's first 2 MiB) are looked at (mincore); at least 7/8 of them
  * resident counts +1, fewer -2 (the score stays within +-FILL_SCORE_MAX).
- * Blocks are committed (have huge pages) while the score is positive,
+ * Two scores: one for blocks under 2 MiB, one for blocks of 2 MiB or more
+ * (big_block), so a program's big tables used in part and its big buffers
+ * written whole are told apart from its smaller blocks (bench/mstress
+ * writes arrays of 800 KB in part and blocks of up to 5 MiB whole).
+ * Blocks are committed (have huge pages) while their score is positive,
  * except every FILL_PROBE_EVERY-th (arena blocks: ARENA_PROBE_EVERY-th),
- * which stays a probe: committed pages would read as written.  A block with fewer than FILL_PROBE_MIN fresh
- * pages there is neither.  relaxed: heuristics, ordered by nothing. */
+ * which stays a probe: committed pages would read as written.  A block
+ * with fewer than FILL_PROBE_MIN fresh pages there is neither.  relaxed:
+ * heuristics, ordered by nothing. */
 #define FILL_SCORE_MAX 8
 #define FILL_PROBE_EVERY 4
 #define FILL_PROBE_MIN 16
-static _Atomic(int) fill_score;
+static _Atomic(int) fill_score[2];  /* [big_block(usable)] */
 static _Atomic(uint32_t) fill_count;
+
+static inline bool big_block(size_t usable) { return usable >= HAK_SS_SIZE; }
+
+static inline int score_of(bool big) { return atomic_load_explicit(&fill_score[big], memory_order_relaxed); }
+
+/* The score moved by delta, within +-FILL_SCORE_MAX; returns it. */
+static int score_add(bool big, int delta)
+{
+  int score = score_of(big) + delta;
+  if (score > FILL_SCORE_MAX) score = FILL_SCORE_MAX;
+  if (score < -FILL_SCORE_MAX) score = -FILL_SCORE_MAX;
+  atomic_store_explicit(&fill_score[big], score, memory_order_relaxed);
+  return score;
+}
+
+/* Blocks of 2 MiB or more get huge pages only where the program is seen
+ * writing such blocks whole (their score above 0, big_huge).  Before
+ * that, and where it writes them in part, the block keeps 4 KiB pages
+ * throughout, as every other allocator's do, and its first 2 MiB are its
+ * probe: a buffer used in part (a big table written sparsely, a 64 MiB
+ * calloc touched once a MiB) holds what it touches, not a huge page per
+ * region (eight 8 MiB blocks written once a MiB held 63.5 MB with huge
+ * pages before any evidence, 0.4 MB under mimalloc, jemalloc, tcmalloc
+ * and glibc).  The evidence comes from freed probes (large_fill_probe) and,
+ * before there is any, from the last big probe handed out, still live
+ * (large_live_evidence): a program that allocates a big buffer and writes
+ * it before the next gets huge pages from its second buffer on. */
+static _Atomic(uintptr_t) live_probe;  /* the last big probe: its address | its pages - 1; 0: none */
+
+/* l, a block of `usable` bytes, is a probe at offsets [from, to): set it,
+ * and if it is big, the next big allocation may look at it. */
+static void large_probe_set(hak_large_t *l, size_t usable, size_t from, size_t to)
+{
+  l->probe_from = (uint32_t)from;
+  l->probe_to = (uint32_t)to;
+  if (!big_block(usable)) return;
+  uintptr_t pages = (to - from) / HAK_PAGE_SIZE;
+  atomic_store_explicit(&live_probe, ((uintptr_t)l + from) | (pages - 1), memory_order_relaxed);
+}
+
+/* The big blocks' score, after, before any evidence (score 0), a look at
+ * the last big probe handed out: if its pages were written (at least 7/8
+ * resident), it counts as a block written whole.  Only that way: one not
+ * written yet may be written later.  The block may be freed or unmapped
+ * meanwhile (mincore then fails, or reads another mapping's pages: a
+ * heuristic, which the freed probes correct). */
+static int large_live_evidence(void)
+{
+  int score = score_of(true);
+  if (score != 0 || atomic_load_explicit(&live_probe, memory_order_relaxed) == 0) return score;
+  uintptr_t v = atomic_exchange_explicit(&live_probe, 0, memory_order_relaxed);
+  size_t pages = (v & (HAK_PAGE_SIZE - 1)) + 1;
+  unsigned char vec[HAK_SS_SIZE / HAK_PAGE_SIZE];
+  if (v == 0 || pages > sizeof vec) return score;
+  const void *at = (const void *)(v & ~(uintptr_t)(HAK_PAGE_SIZE - 1));
+  if (!hak_os_residency(at, pages * HAK_PAGE_SIZE, vec)) return score;
+  return hak_os_count_resident(vec, 0, pages) * 8 >= pages * 7 ? score_add(true, 1) : score;
+}
+
+/* Whether a block of 2 MiB or more gets huge pages (see live_probe): while
+ * its score is above 0, after a look at the live evidence; else it is a
+ * probe.  Once the score is positive, the evidence that the program went
+ * on to write its big blocks in part comes from the blocks that start in
+ * their mapping's first region (large_fill); probing the region where the
+ * others start too (one in 16, a fresh mapping each) cost bench/bigbuf a
+ * tenth more page faults, and bench/mstress at 4 threads a quarter more
+ * where the probes left the arenas, whose regions may hold the huge pages
+ * of the blocks before and cannot be probed. */
+static bool big_huge(void) { return large_live_evidence() > 0; }
 
 /* The block of l at [off, off + usable) was just placed; its first-region
  * pages below l->dirty_from hold nothing.  Commit them or make l a probe
@@ -560,7 +634,7 @@ static void large_fill(hak_large_t *l, size_t off, size_t usable, bool zero, boo
   to &= ~(HAK_PAGE_SIZE - 1);
   l->probe_from = l->probe_to = 0;
   if (hak_opt.secure || to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) return;
-  if (grow || (!zero && atomic_load_explicit(&fill_score, memory_order_relaxed) > 0 &&
+  if (grow || (!zero && score_of(big_block(usable)) > 0 &&
       atomic_fetch_add_explicit(&fill_count, 1, memory_order_relaxed) % FILL_PROBE_EVERY != 0)) {
     hak_os_populate((char *)l + from, to - from);
     return;
@@ -568,53 +642,27 @@ static void large_fill(hak_large_t *l, size_t off, size_t usable, bool zero, boo
   /* A probe looks at 2 MiB at most (large_fill_probe): a reused mapping's
    * 4 KiB pages may reach further before its block. */
   if (to > from + HAK_SS_SIZE) to = from + HAK_SS_SIZE;
-  l->probe_from = (uint32_t)from;
-  l->probe_to = (uint32_t)to;
+  large_probe_set(l, usable, from, to);
 }
 
-/* Whether a block of 2 MiB or more starts in 4 KiB pages: the region where
- * it starts keeps them (the block is a probe there), the regions after it
- * get huge pages.  A buffer of 4 MiB used in part held a huge page for its
- * first touch, and a block that starts a region past its mapping's first
- * (a multiple of 2 MiB) never showed the score what its program writes.
- * Where the program writes its blocks in part (score below 0): all; before
- * any evidence (0): one in START_PROBE_EVERY, for the evidence, the others
- * as where it writes them whole: a block written whole faults its first
- * region 4 KiB at a time (sixteen 4 MiB blocks written whole, all but
- * one as probes: 8.6 -> 114 ms in this VM, where a fault costs tens of
- * microseconds). */
-#define START_PROBE_EVERY 16
-static _Atomic(uint32_t) start_count;
-
-static bool large_start_small_pages(int score)
-{
-  return score < 0 || (score == 0 && atomic_fetch_add_explicit(&start_count, 1, memory_order_relaxed) %
-                                             START_PROBE_EVERY == 0);
-}
-
-/* Which regions of an arena run of `pages` pages get huge pages.  A huge
- * page or more: all of them (it fills at least one, or most of two), or
- * those past the region where its block starts (large_start_small_pages).
- * A smaller run: all of them while the score says the program writes its
- * blocks whole, except the probes (*probe: the run is one if its pages
- * turn out clean), every ARENA_PROBE_EVERY-th: a probe's region faults
- * 4 KiB at a time for the runs that share it too, so they are rarer than
- * the mappings'. */
+/* Whether an arena run of `pages` pages gets huge pages: a big block's as
+ * big_huge said (`huge_big`; a probe, *probe, if not and its pages turn
+ * out clean); a smaller one's while the score of such blocks says the
+ * program writes them whole, except every ARENA_PROBE_EVERY-th run, which
+ * is a probe then too (a probe's region faults 4 KiB at a time for the
+ * runs that share it too, so they are rarer than the mappings'). */
 #define ARENA_PROBE_EVERY 16
 static _Atomic(uint32_t) arena_count;
 
-static hak_arena_huge_t arena_huge(size_t pages, bool *probe)
+static bool arena_huge(size_t pages, bool huge_big, bool *probe)
 {
-  int score = atomic_load_explicit(&fill_score, memory_order_relaxed);
-  *probe = false;
-  if (pages * HAK_PAGE_SIZE >= HAK_SS_SIZE) {
-    *probe = large_start_small_pages(score);
-    return *probe ? HAK_ARENA_HUGE_PAST_LEAD : HAK_ARENA_HUGE_ALL;
+  if (big_block(pages * HAK_PAGE_SIZE)) {
+    *probe = !huge_big;
+    return huge_big;
   }
-  if (score > 0 && atomic_fetch_add_explicit(&arena_count, 1, memory_order_relaxed) % ARENA_PROBE_EVERY != 0)
-    return HAK_ARENA_HUGE_ALL;
-  *probe = true;
-  return HAK_ARENA_HUGE_NONE;
+  *probe = score_of(false) <= 0 ||
+           atomic_fetch_add_explicit(&arena_count, 1, memory_order_relaxed) % ARENA_PROBE_EVERY == 0;
+  return !*probe;
 }
 
 /* The arena block of l at [off, off + usable), on clean pages, is a probe:
@@ -624,8 +672,7 @@ static void arena_probe(hak_large_t *l, size_t off, size_t usable)
   size_t from = hak_align_up(off, HAK_PAGE_SIZE), to = (off + usable) & ~(HAK_PAGE_SIZE - 1);
   if (to > from + HAK_SS_SIZE) to = from + HAK_SS_SIZE;
   if (to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) return;
-  l->probe_from = (uint32_t)from;
-  l->probe_to = (uint32_t)to;
+  large_probe_set(l, usable, from, to);
 }
 
 /* The block of l is being freed: if it was a probe, score it. */
@@ -637,11 +684,7 @@ static void large_fill_probe(const hak_large_t *l)
   if (pages > sizeof vec) hak_fatal("large block: a fill probe spans more than 2 MiB", l->user);
   if (!hak_os_residency((const char *)l + l->probe_from, l->probe_to - l->probe_from, vec)) return;
   size_t resident = hak_os_count_resident(vec, 0, pages);
-  int delta = resident * 8 >= pages * 7 ? 1 : -2;
-  int score = atomic_load_explicit(&fill_score, memory_order_relaxed) + delta;
-  if (score > FILL_SCORE_MAX) score = FILL_SCORE_MAX;
-  if (score < -FILL_SCORE_MAX) score = -FILL_SCORE_MAX;
-  atomic_store_explicit(&fill_score, score, memory_order_relaxed);
+  (void)score_add(big_block(l->usable), resident * 8 >= pages * 7 ? 1 : -2);
 }
 
 /* ------------------------------------------------------------ temperature */
@@ -1086,7 +1129,7 @@ static hak_large_t *kept_fit(hak_heap_t *h, size_t pages, bool fits)
   return NULL;
 }
 
-static void *large_arena_alloc(hak_heap_t *h, size_t size, size_t align, bool zero)
+static void *large_arena_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool huge_big)
 {
   size_t span = hak_align_up(size, HAK_MIN_ALIGN), pages, off;
   if (align <= HAK_PAGE_SIZE) {
@@ -1107,7 +1150,7 @@ static void *large_arena_alloc(hak_heap_t *h, size_t size, size_t align, bool ze
   size_t end = pages * HAK_PAGE_SIZE, usable = end - off;
   if (usable - size <= TAIL_MAX) usable = size;  /* the rest is canary bytes (large_tail) */
   if (l == NULL) {
-    hak_arena_huge_t huge = arena_huge(pages, &probe);
+    bool huge = arena_huge(pages, huge_big, &probe);
     l = hak_arena_take(pages, align, off, zero ? off : 0, zero ? end : 0, huge, &clean);
     if (l == NULL) return NULL;
   }
@@ -1138,9 +1181,9 @@ static void *large_arena_resize(hak_heap_t *h, hak_large_t *l, size_t size)
   size_t off = (size_t)((char *)l->user - (char *)l);
   if (size > HAK_ARENA_BLOCK_MAX) return NULL;
   size_t pages = hak_align_up(off + size, HAK_PAGE_SIZE) / HAK_PAGE_SIZE;
-  bool probe;
   if (pages > l->arena_pages &&
-      !hak_arena_extend(l, l->arena_pages, pages - l->arena_pages, arena_huge(pages, &probe) != HAK_ARENA_HUGE_NONE))
+      !hak_arena_extend(l, l->arena_pages, pages - l->arena_pages,
+                        big_block(pages * HAK_PAGE_SIZE) || score_of(false) > 0))
     return NULL;
   l->probe_from = l->probe_to = 0;  /* a probe's pages may be gone, or hold what the program copied */
   if (pages < l->arena_pages) hak_arena_give((char *)l + pages * HAK_PAGE_SIZE, l->arena_pages - pages, false, 0);
@@ -1174,8 +1217,9 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
    * (found by tests/fuzz/fuzz_api in the previous layout, where it lay outside
    * the mapping). */
   if (size == 0) size = 1;
+  bool huge_big = grow || align >= HAK_SS_SIZE || size < HAK_SS_SIZE || big_huge();
   if (large_arena_fits(size, align, grow)) {
-    void *p = large_arena_alloc(h, size, align, zero);
+    void *p = large_arena_alloc(h, size, align, zero, huge_big);
     if (p != NULL) return p;
   }
   size_t map_size = hak_align_up(off_min + size, HAK_SS_SIZE) + GUARD;
@@ -1187,11 +1231,8 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   if (!grow && align >= HAK_SS_SIZE) {
     huge_from = (area - size) & ~(align - 1);
     huge_to = hak_align_up(huge_from + size, HAK_PAGE_SIZE);
-  } else if (!grow && large_start_small_pages(atomic_load_explicit(&fill_score, memory_order_relaxed))) {
-    /* The region where the block starts keeps 4 KiB pages too (a block of
-     * a multiple of 2 MiB starts a region past the first), and the fill
-     * probe (large_fill) sees what the program wrote there. */
-    huge_from = (((area - size) & ~(align - 1)) & ~(HAK_SS_SIZE - 1)) + HAK_SS_SIZE;
+  } else if (!huge_big) {
+    huge_from = huge_to;  /* 4 KiB pages throughout; the fill probe (large_fill) sees the first 2 MiB */
   }
   hak_large_t *l = large_map(map_size, align > HAK_SS_SIZE ? align : HAK_SS_SIZE, huge_from, huge_to, &fresh_from);
   if (l == NULL) { errno = ENOMEM; return NULL; }

@@ -1390,24 +1390,32 @@ static void test_arena_pinned(void) {
   hak_collect();
 }
 
-/* The kB of transparent huge pages in the mapping (VMA) that holds p, from
- * /proc/self/smaps; -1 if it cannot be read. */
-static long anon_huge_kb(const void *p) {
+/* The line of field `field` (e.g. "AnonHugePages:") of the mapping (VMA)
+ * that holds p, from /proc/self/smaps, into line; false if there is none
+ * or it cannot be read. */
+static bool smaps_line(const void *p, const char *field, char *line, size_t n) {
   FILE *f = fopen("/proc/self/smaps", "r");
-  if (f == NULL) return -1;
-  char line[512];
-  bool in = false;
-  long kb = -1;
-  while (fgets(line, sizeof line, f) != NULL) {
+  if (f == NULL) return false;
+  bool in = false, found = false;
+  while (!found && fgets(line, (int)n, f) != NULL) {
     unsigned long lo, hi;
-    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {  /* a mapping's first line; field lines name a field */
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)  /* a mapping's first line; field lines name a field */
       in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-      continue;
-    }
-    if (in && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) break;
+    else
+      found = in && strncmp(line, field, strlen(field)) == 0;
   }
   fclose(f);
-  return kb;
+  return found;
+}
+
+/* The kB of transparent huge pages in the mapping that holds p; -1 if it
+ * cannot be read. */
+static long anon_huge_kb(const void *p) {
+  char line[512];
+  long kb;
+  return smaps_line(p, "AnonHugePages:", line, sizeof line) && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1
+             ? kb
+             : -1;
 }
 
 /* A small block aligned to 4 MiB sits at the start of a 2 MiB region of
@@ -1427,6 +1435,27 @@ static void test_aligned_small_huge(void) {
   hak_free(v);
 }
 
+/* Show hakmem a program that writes its big blocks whole, until a 4 MiB
+ * block gets a transparent huge page (large.c: blocks of 2 MiB or more get
+ * none before that evidence): each one written whole on fresh pages (the
+ * cache emptied, so not collect_warm, whose warm-up block is left unwritten
+ * and counts as a block used in part) and freed is a fill probe's +1.
+ * Then the cache is warmed with a block written whole.  False where none
+ * comes (transparent huge pages off, or none free). */
+static bool teach_dense(void) {
+  for (int i = 0; i < 2 * 8 + 2; i++) {
+    unsigned char *p = written(4 * MiB, 0x2D);
+    long kb = anon_huge_kb(p + 2 * MiB);
+    hak_free(p);
+    hak_collect();
+    if (kb > 0) {
+      hak_free(written(SMALL_MAX + 1, 0x2E));
+      return true;
+    }
+  }
+  return false;
+}
+
 /* A 2 MiB region a decay pass gives back whole comes back as a huge page:
  * the pass gives it back with one call, not in pieces (a piece of a huge
  * page splits it, and its region then faults 4 KiB at a time for good).  A
@@ -1436,6 +1465,10 @@ static void test_aligned_small_huge(void) {
  * huge page (transparent huge pages off, or none free). */
 static void test_arena_huge(void) {
   if (!arena_begin("arena: a region given back whole comes back as a huge page")) return;
+  if (!teach_dense()) {
+    printf("   skipped: 4 MiB blocks get no transparent huge page\n");
+    return;
+  }
   unsigned char *a = written(4 * MiB, 0x71);
   long before = anon_huge_kb(a + 2 * MiB);
   if (before <= 0) {
@@ -1458,17 +1491,24 @@ static void test_arena_huge(void) {
   hak_collect();
 }
 
-/* Show hakmem a program that writes one page of each 1 MiB block: blocks
- * on fresh pages are the evidence (large.c's fill probe; one arena block in
- * 16 while the evidence is for huge pages), so each round starts from
- * given-back arenas. */
+/* Show hakmem a program that writes one page of each 1 MiB and each
+ * 15.5 MiB block (large.c scores blocks under 2 MiB and blocks of 2 MiB or
+ * more apart): blocks on fresh pages are the evidence (large.c's fill
+ * probe; while the evidence is for huge pages, one arena block in 16, and
+ * of the big ones only those that start in their own mapping's first
+ * region, one in 4), so each round starts from given-back arenas and
+ * mappings. */
 static void teach_sparse(void) {
+  static const size_t sizes[] = { 1 * MiB, 15 * MiB + MiB / 2 };
   for (int i = 0; i < 100; i++) {
     collect_warm();
-    unsigned char *p = hak_malloc(1 * MiB);
-    REQUIRE(p != NULL, "hak_malloc(1 MiB)");
-    p[512 * KiB] = 1;
-    hak_free(p);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      size_t n = sizes[k];
+      unsigned char *p = hak_malloc(n);
+      REQUIRE(p != NULL, "hak_malloc(%zu KiB)", n / KiB);
+      p[512 * KiB] = 1;
+      hak_free(p);
+    }
   }
   collect_warm();
 }
@@ -1483,15 +1523,11 @@ static void teach_sparse(void) {
  * collapses it), so the arenas must be fresh. */
 static void test_arena_dense(void) {
   if (!arena_begin("arena: 1 MiB blocks get huge pages where the program writes its blocks whole")) return;
-  unsigned char *big = written(4 * MiB, 0x3D);
-  long kb = anon_huge_kb(big + 2 * MiB);
-  hak_free(big);
-  if (kb <= 0) {
-    printf("   skipped: a 4 MiB block got no transparent huge page (%ld kB)\n", kb);
+  if (!teach_dense()) {
+    printf("   skipped: 4 MiB blocks get no transparent huge page\n");
     hak_collect();
     return;
   }
-  collect_warm();
   /* The evidence: blocks on fresh pages, written whole and freed (each
    * one a probe).  Their regions faulted 4 KiB pages and keep page tables
    * that take no huge page, so blocks of the same size take their pages
@@ -1650,6 +1686,63 @@ static void test_big_sparse(void) {
   hak_collect();
 }
 
+/* Whether the mapping (VMA) that holds p is advised for huge pages (its
+ * VmFlags say "hg"); -1 if that cannot be read. */
+static int vma_advised_huge(const void *p) {
+  char line[512];
+  return smaps_line(p, "VmFlags:", line, sizeof line) ? strstr(line, " hg") != NULL : -1;
+}
+
+/* Run alone, before any evidence of how the program writes its big blocks
+ * (`unit_large big_first_sparse`): eight 8 MiB blocks and a 64 MiB calloc,
+ * written once a MiB and not freed, hold the pages written, not a huge
+ * page per 2 MiB region (63.5 MB in all when blocks of 2 MiB or more got
+ * huge pages past their first region before any evidence; 0.3 to 0.5 MB
+ * under glibc, mimalloc, jemalloc and tcmalloc).  Skipped where every
+ * region gets huge pages (transparent huge pages in "always" mode). */
+static void test_big_first_sparse(void) {
+  ts_check_begin("big blocks written once a MiB, before any evidence, hold what they touch");
+  if (thp_always()) {
+    printf("   skipped: transparent huge pages are in \"always\" mode\n");
+    return;
+  }
+  enum { N = 8 };
+  unsigned char *v[N + 1];
+  size_t size[N + 1];
+  for (int i = 0; i <= N; i++) {
+    size[i] = i < N ? 8 * MiB : 64 * MiB;
+    v[i] = i < N ? hak_malloc(size[i]) : hak_calloc(1, size[i]);
+    REQUIRE(v[i] != NULL, "block %d of %zu MiB", i, size[i] / MiB);
+    for (size_t at = 0; at < size[i]; at += MiB) v[i][at] = 0x5D;
+  }
+  for (int i = 0; i <= N; i++) {
+    size_t res = resident_bytes(v[i], size[i]);
+    CHECK(res <= size[i] / MiB * 8 * KiB, "block %d of %zu MiB written once a MiB: %zu KiB resident", i,
+          size[i] / MiB, res / KiB);
+  }
+  for (int i = 0; i <= N; i++) hak_free(v[i]);
+  hak_collect();
+}
+
+/* Run alone, before any evidence (`unit_large big_first_dense`): where the
+ * program writes each big block whole before it allocates the next, the
+ * first is the evidence (its pages seen resident at the next allocation)
+ * and the next ones get huge pages: advice on their mappings, which the
+ * first lacks. */
+static void test_big_first_dense(void) {
+  ts_check_begin("big blocks written whole one after another get huge pages from the second on");
+  enum { N = 4 };
+  unsigned char *v[N];
+  for (int i = 0; i < N; i++) v[i] = written(8 * MiB, 0x5E + i);
+  int first = vma_advised_huge(v[0] + 1 * MiB);
+  REQUIRE(first >= 0, "/proc/self/smaps unreadable");
+  CHECK(first == 0, "the first 8 MiB block, before any evidence, is advised for huge pages");
+  for (int i = 1; i < N; i++)
+    CHECK(vma_advised_huge(v[i] + 1 * MiB) == 1, "8 MiB block %d, after one written whole: no huge-page advice", i);
+  for (int i = 0; i < N; i++) hak_free(v[i]);
+  hak_collect();
+}
+
 /* A thread that idles after freeing a large block: it waits on `go`. */
 struct kept_job {
   pthread_mutex_t lock;
@@ -1754,6 +1847,14 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && strcmp(argv[1], "arena_dense") == 0) {  /* alone: fresh arenas (see there) */
     test_arena_dense();
+    return ts_check_finish("unit_large");
+  }
+  if (argc > 1 && strcmp(argv[1], "big_first_sparse") == 0) {  /* alone: before any evidence */
+    test_big_first_sparse();
+    return ts_check_finish("unit_large");
+  }
+  if (argc > 1 && strcmp(argv[1], "big_first_dense") == 0) {  /* alone: before any evidence */
+    test_big_first_dense();
     return ts_check_finish("unit_large");
   }
   if (argc > 1 && strcmp(argv[1], "arena_kept") == 0) {  /* alone, also with the block counts off */
