@@ -266,6 +266,24 @@ static void large_hugepage(hak_large_t *l, size_t from, size_t to)
   if (to > from) hak_os_hugepage((char *)l + from, to - from);
 }
 
+/* Huge pages past the first region of l, a mapping taken for a block of
+ * 2 MiB or more, or none, as big_huge said, whatever a reused mapping had:
+ * it was made (or grown: large_grow_mapping advises what it adds) for a
+ * block of another phase of the program.  Pages it has committed stay as
+ * they are. */
+static void large_set_huge(hak_large_t *l, bool huge)
+{
+  size_t end = large_end(l);
+  if (hak_opt.secure || (l->huge_from < end) == huge) return;
+  if (huge) {
+    large_hugepage(l, HAK_SS_SIZE, end);
+    l->huge_from = HAK_SS_SIZE;
+  } else {
+    hak_os_hugepage_off((char *)l + l->huge_from, end - l->huge_from);
+    l->huge_from = (uint32_t)end;
+  }
+}
+
 /* The start of the unit of commitment holding offset x: its page in the
  * first 2 MiB region (normal pages), its 2 MiB region beyond (huge-page
  * advised: a touch commits the whole region).  Purges start and end on
@@ -1236,6 +1254,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   }
   hak_large_t *l = large_map(map_size, align > HAK_SS_SIZE ? align : HAK_SS_SIZE, huge_from, huge_to, &fresh_from);
   if (l == NULL) { errno = ENOMEM; return NULL; }
+  if (!grow && align < HAK_SS_SIZE && size >= HAK_SS_SIZE) large_set_huge(l, huge_big);
   size_t end = large_end(l), off, usable;
   if (!grow) {
     off = (end - size) & ~(align - 1);  /* the block ends at the guard */

@@ -1743,6 +1743,57 @@ static void test_big_first_dense(void) {
   hak_collect();
 }
 
+/* One round of big_phases: four blocks of 12.5 MiB (their own mappings,
+ * starting in the mapping's first region, where the fill probe looks),
+ * each written whole or once a MiB before the next is allocated, then all
+ * freed.  Returns how many of them were advised for huge pages, and the
+ * most resident bytes of one. */
+static int big_round(bool whole, size_t *most) {
+  enum { N = 4 };
+  const size_t n = 12 * MiB + MiB / 2;
+  unsigned char *v[N];
+  int advised = 0;
+  *most = 0;
+  for (int i = 0; i < N; i++) {
+    v[i] = hak_malloc(n);
+    REQUIRE(v[i] != NULL, "hak_malloc(12.5 MiB)");
+    if (whole) memset(v[i], 0x61 + i, n);
+    else
+      for (size_t at = 0; at < n; at += MiB) v[i][at] = 0x61;
+  }
+  for (int i = 0; i < N; i++) {
+    advised += vma_advised_huge(v[i] + 6 * MiB) == 1;
+    size_t res = resident_bytes(v[i], n);
+    if (res > *most) *most = res;
+  }
+  for (int i = 0; i < N; i++) hak_free(v[i]);
+  return advised;
+}
+
+/* Run alone (`unit_large big_phases`): a program that uses its big blocks
+ * in part, then writes them whole, then uses them in part again, each
+ * phase reusing the cached mappings of the one before (grown or moved
+ * when too small): in part, a block holds what it touches (a mapping made
+ * with huge pages for a block written whole kept them, and a grown one
+ * got them: 88 MB peak where mimalloc holds 3 MB); whole, every block has
+ * huge pages again.  Skipped where every region gets huge pages. */
+static void test_big_phases(void) {
+  ts_check_begin("big blocks used in part, then whole, then in part: huge pages follow, in reused mappings too");
+  if (thp_always()) {
+    printf("   skipped: transparent huge pages are in \"always\" mode\n");
+    return;
+  }
+  size_t most;
+  for (int r = 0; r < 6; r++) (void)big_round(false, &most);
+  CHECK(most <= 256 * KiB, "12.5 MiB blocks written once a MiB: up to %zu KiB of one resident", most / KiB);
+  int advised = 0;
+  for (int r = 0; r < 6; r++) advised = big_round(true, &most);
+  CHECK(advised == 4, "12.5 MiB blocks written whole, six rounds on: %d of 4 advised for huge pages", advised);
+  for (int r = 0; r < 16; r++) (void)big_round(false, &most);
+  CHECK(most <= 256 * KiB, "written once a MiB again, 16 rounds on: up to %zu KiB of one resident", most / KiB);
+  hak_collect();
+}
+
 /* A thread that idles after freeing a large block: it waits on `go`. */
 struct kept_job {
   pthread_mutex_t lock;
@@ -1851,6 +1902,10 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && strcmp(argv[1], "big_first_sparse") == 0) {  /* alone: before any evidence */
     test_big_first_sparse();
+    return ts_check_finish("unit_large");
+  }
+  if (argc > 1 && strcmp(argv[1], "big_phases") == 0) {  /* alone: from no evidence */
+    test_big_phases();
     return ts_check_finish("unit_large");
   }
   if (argc > 1 && strcmp(argv[1], "big_first_dense") == 0) {  /* alone: before any evidence */
