@@ -593,42 +593,44 @@ static int score_add(bool big, int delta)
  * region (eight 8 MiB blocks written once a MiB held 63.5 MB with huge
  * pages before any evidence, 0.4 MB under mimalloc, jemalloc, tcmalloc
  * and glibc).  The evidence comes from freed probes (large_fill_probe) and,
- * before there is any, from the last big probe handed out, still live
- * (large_live_evidence): a program that allocates a big buffer and writes
- * it before the next gets huge pages from its second buffer on. */
-static _Atomic(uintptr_t) live_probe;  /* the last big probe: its address | its pages - 1; 0: none */
+ * before there is any, from the thread's last big probe, still live
+ * (tls_live_probe, large_live_evidence): a thread that allocates a big
+ * buffer and writes it before its next gets huge pages from its second
+ * buffer on.  The thread's own, not the process's last: threads that
+ * start at once each found another's probe not yet written (bench/large at
+ * 4 threads faulted twice as many pages as with huge pages at once). */
+static __thread uintptr_t tls_live_probe;  /* its address | its pages - 1; 0: none */
 
 /* l, a block of `usable` bytes, is a probe at offsets [from, to): set it,
- * and if it is big, the next big allocation may look at it. */
+ * and if it is big, this thread's next big allocation may look at it. */
 static void large_probe_set(hak_large_t *l, size_t usable, size_t from, size_t to)
 {
   l->probe_from = (uint32_t)from;
   l->probe_to = (uint32_t)to;
-  if (!big_block(usable)) return;
-  uintptr_t pages = (to - from) / HAK_PAGE_SIZE;
-  atomic_store_explicit(&live_probe, ((uintptr_t)l + from) | (pages - 1), memory_order_relaxed);
+  if (big_block(usable)) tls_live_probe = ((uintptr_t)l + from) | ((to - from) / HAK_PAGE_SIZE - 1);
 }
 
 /* The big blocks' score, after, before any evidence (score 0), a look at
- * the last big probe handed out: if its pages were written (at least 7/8
- * resident), it counts as a block written whole.  Only that way: one not
- * written yet may be written later.  The block may be freed or unmapped
- * meanwhile (mincore then fails, or reads another mapping's pages: a
- * heuristic, which the freed probes correct). */
+ * this thread's last big probe: if its pages were written (at least 7/8
+ * resident), it counts as a block written whole, once.  Only that way: one
+ * not written yet may be written later, and is looked at again.  The block
+ * may be freed or unmapped meanwhile (mincore then fails, or reads another
+ * mapping's pages: a heuristic, which the freed probes correct). */
 static int large_live_evidence(void)
 {
   int score = score_of(true);
-  if (score != 0 || atomic_load_explicit(&live_probe, memory_order_relaxed) == 0) return score;
-  uintptr_t v = atomic_exchange_explicit(&live_probe, 0, memory_order_relaxed);
+  uintptr_t v = tls_live_probe;
+  if (score != 0 || v == 0) return score;
   size_t pages = (v & (HAK_PAGE_SIZE - 1)) + 1;
   unsigned char vec[HAK_SS_SIZE / HAK_PAGE_SIZE];
-  if (v == 0 || pages > sizeof vec) return score;
   const void *at = (const void *)(v & ~(uintptr_t)(HAK_PAGE_SIZE - 1));
-  if (!hak_os_residency(at, pages * HAK_PAGE_SIZE, vec)) return score;
-  return hak_os_count_resident(vec, 0, pages) * 8 >= pages * 7 ? score_add(true, 1) : score;
+  if (pages > sizeof vec || !hak_os_residency(at, pages * HAK_PAGE_SIZE, vec)) return score;
+  if (hak_os_count_resident(vec, 0, pages) * 8 < pages * 7) return score;
+  tls_live_probe = 0;
+  return score_add(true, 1);
 }
 
-/* Whether a block of 2 MiB or more gets huge pages (see live_probe): while
+/* Whether a block of 2 MiB or more gets huge pages (see large_probe_set): while
  * its score is above 0, after a look at the live evidence; else it is a
  * probe.  Once the score is positive, the evidence that the program went
  * on to write its big blocks in part comes from the blocks that start in
