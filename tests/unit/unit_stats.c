@@ -145,17 +145,25 @@ static void test_print(void)
   for (int i = 0; i < 7; i++) hak_free(p[i]);
 }
 
+/* What hak_stats_print prints, in a buffer to free; NULL if none. */
+static char *stats_text(void)
+{
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (f == NULL) return NULL;
+  hak_stats_print(f);
+  fclose(f);
+  return text;
+}
+
 /* The "resident" line of hak_stats_print. */
 typedef struct { unsigned long long ss, headers, slabs, blocks, empty, parked, unowned; } resident_line_t;
 
 static bool print_resident(resident_line_t *r)
 {
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&text, &len);
-  if (f == NULL) return false;
-  hak_stats_print(f);
-  fclose(f);
+  char *text = stats_text();
+  if (text == NULL) return false;
   const char *line = strstr(text, "hakmem: resident");
   int n = line == NULL ? 0
                        : sscanf(line,
@@ -173,12 +181,8 @@ typedef struct { unsigned long long sum, parked_max, lines; } owner_lines_t;
 
 static bool print_owners(owner_lines_t *r)
 {
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&text, &len);
-  if (f == NULL) return false;
-  hak_stats_print(f);
-  fclose(f);
+  char *text = stats_text();
+  if (text == NULL) return false;
   memset(r, 0, sizeof *r);
   bool ok = true;
   for (const char *line = strstr(text, "hakmem: resident heap "); line != NULL;
