@@ -665,18 +665,18 @@ static void large_fill(hak_large_t *l, size_t off, size_t usable, bool zero, boo
   large_probe_set(l, usable, from, to);
 }
 
-/* Whether an arena run of `pages` pages gets huge pages: a big block's as
- * big_huge said (`huge_big`; a probe, *probe, if not and its pages turn
- * out clean); a smaller one's while the score of such blocks says the
+/* Whether the arena run of a block of `size` bytes gets huge pages: a big
+ * block's as big_huge said (`huge_big`; a probe, *probe, if not and its
+ * pages turn out clean); a smaller one's while the score of such blocks says the
  * program writes them whole, except every ARENA_PROBE_EVERY-th run, which
  * is a probe then too (a probe's region faults 4 KiB at a time for the
  * runs that share it too, so they are rarer than the mappings'). */
 #define ARENA_PROBE_EVERY 16
 static _Atomic(uint32_t) arena_count;
 
-static bool arena_huge(size_t pages, bool huge_big, bool *probe)
+static bool arena_huge(size_t size, bool huge_big, bool *probe)
 {
-  if (big_block(pages * HAK_PAGE_SIZE)) {
+  if (big_block(size)) {
     *probe = !huge_big;
     return huge_big;
   }
@@ -1170,7 +1170,7 @@ static void *large_arena_alloc(hak_heap_t *h, size_t size, size_t align, bool ze
   size_t end = pages * HAK_PAGE_SIZE, usable = end - off;
   if (usable - size <= TAIL_MAX) usable = size;  /* the rest is canary bytes (large_tail) */
   if (l == NULL) {
-    bool huge = arena_huge(pages, huge_big, &probe);
+    bool huge = arena_huge(size, huge_big, &probe);
     l = hak_arena_take(pages, align, off, zero ? off : 0, zero ? end : 0, huge, &clean);
     if (l == NULL) return NULL;
   }
@@ -1203,7 +1203,7 @@ static void *large_arena_resize(hak_heap_t *h, hak_large_t *l, size_t size)
   size_t pages = hak_align_up(off + size, HAK_PAGE_SIZE) / HAK_PAGE_SIZE;
   if (pages > l->arena_pages &&
       !hak_arena_extend(l, l->arena_pages, pages - l->arena_pages,
-                        big_block(pages * HAK_PAGE_SIZE) || score_of(false) > 0))
+                        big_block(size) || score_of(false) > 0))
     return NULL;
   l->probe_from = l->probe_to = 0;  /* a probe's pages may be gone, or hold what the program copied */
   if (pages < l->arena_pages) hak_arena_give((char *)l + pages * HAK_PAGE_SIZE, l->arena_pages - pages, false, 0);
@@ -1237,7 +1237,11 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
    * (found by tests/fuzz/fuzz_api in the previous layout, where it lay outside
    * the mapping). */
   if (size == 0) size = 1;
-  bool huge_big = grow || align >= HAK_SS_SIZE || size < HAK_SS_SIZE || big_huge();
+  /* Whether a block of 2 MiB or more gets huge pages (ignored for the
+   * others): by the evidence (big_huge), unless realloc grows it (filled
+   * as a rule) or it is aligned to 2 MiB or more (see below). */
+  bool by_evidence = !grow && align < HAK_SS_SIZE && big_block(size);
+  bool huge_big = !by_evidence || big_huge();
   if (large_arena_fits(size, align, grow)) {
     void *p = large_arena_alloc(h, size, align, zero, huge_big);
     if (p != NULL) return p;
@@ -1256,7 +1260,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   }
   hak_large_t *l = large_map(map_size, align > HAK_SS_SIZE ? align : HAK_SS_SIZE, huge_from, huge_to, &fresh_from);
   if (l == NULL) { errno = ENOMEM; return NULL; }
-  if (!grow && align < HAK_SS_SIZE && size >= HAK_SS_SIZE) large_set_huge(l, huge_big);
+  if (by_evidence) large_set_huge(l, huge_big);
   size_t end = large_end(l), off, usable;
   if (!grow) {
     off = (end - size) & ~(align - 1);  /* the block ends at the guard */

@@ -116,6 +116,18 @@ static void test_classes(void)
         (unsigned long long)(s3.allocs - s0.allocs), (unsigned long long)(s3.frees - s0.frees), N + 1);
 }
 
+/* What hak_stats_print prints, in a buffer to free; NULL if none. */
+static char *stats_text(void)
+{
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (f == NULL) return NULL;
+  hak_stats_print(f);
+  fclose(f);
+  return text;
+}
+
 /* hak_stats_print: the summary line first, then the class table holding
  * the class just used with its exact counts. */
 static void test_print(void)
@@ -126,12 +138,8 @@ static void test_print(void)
   hak_class_stats_t cs[MAX_CLASSES];
   size_t n = hak_stats_get_classes(cs, MAX_CLASSES);
   size_t c = class_of(cs, n, 3000);
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&text, &len);
-  REQUIRE(f != NULL, "open_memstream");
-  hak_stats_print(f);
-  fclose(f);
+  char *text = stats_text();
+  REQUIRE(text != NULL, "open_memstream");
   CHECK(strncmp(text, "hakmem: allocs=", 15) == 0, "first line: %.80s", text);
   char want[128];
   snprintf(want, sizeof want, "\nhakmem: %7zu%8llu%14llu%14llu%14llu", c, (unsigned long long)cs[c].block_size,
@@ -143,18 +151,6 @@ static void test_print(void)
         "sections missing in:\n%s", text);
   free(text);
   for (int i = 0; i < 7; i++) hak_free(p[i]);
-}
-
-/* What hak_stats_print prints, in a buffer to free; NULL if none. */
-static char *stats_text(void)
-{
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&text, &len);
-  if (f == NULL) return NULL;
-  hak_stats_print(f);
-  fclose(f);
-  return text;
 }
 
 /* The "resident" line of hak_stats_print. */
