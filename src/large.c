@@ -641,6 +641,29 @@ static int large_live_evidence(void)
  * of the blocks before and cannot be probed. */
 static bool big_huge(void) { return large_live_evidence() > 0; }
 
+/* A big block before evidence on a reused mapping whose first-region pages
+ * an earlier block wrote (at least the watermark says so: l->dirty_from)
+ * is a probe too if fewer than 1/8 of its first 2 MiB are resident: at
+ * least 7/8 at its free then means this block wrote them.  Without it, a
+ * program that used its big blocks in part and then writes them whole
+ * reuses its cached mappings for them, whose dirty first regions could not
+ * be probed, and found the evidence one fresh mapping at a time (with 4
+ * blocks of 12.5 MiB cached, one a round).  One mincore call a big block,
+ * only while their score is not positive. */
+static void large_probe_reused(hak_large_t *l, size_t from, size_t usable)
+{
+  size_t to = (size_t)((char *)l->user - (char *)l) + usable;
+  if (to > l->huge_from) to = l->huge_from;
+  to &= ~(HAK_PAGE_SIZE - 1);
+  if (to > from + HAK_SS_SIZE) to = from + HAK_SS_SIZE;
+  if (to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) return;
+  unsigned char vec[HAK_SS_SIZE / HAK_PAGE_SIZE];
+  size_t pages = (to - from) / HAK_PAGE_SIZE;
+  if (!hak_os_residency((const char *)l + from, to - from, vec)) return;
+  if (hak_os_count_resident(vec, 0, pages) * 8 >= pages) return;
+  large_probe_set(l, usable, from, to);
+}
+
 /* The block of l at [off, off + usable) was just placed; its first-region
  * pages below l->dirty_from hold nothing.  Commit them or make l a probe
  * (malloc); commit them always for realloc's move (grow), which copies the
@@ -653,7 +676,11 @@ static void large_fill(hak_large_t *l, size_t off, size_t usable, bool zero, boo
   if (to > l->huge_from) to = l->huge_from;
   to &= ~(HAK_PAGE_SIZE - 1);
   l->probe_from = l->probe_to = 0;
-  if (hak_opt.secure || to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) return;
+  if (hak_opt.secure) return;
+  if (to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) {
+    if (!zero && !grow && big_block(usable) && score_of(true) <= 0) large_probe_reused(l, from, usable);
+    return;
+  }
   if (grow || (!zero && score_of(big_block(usable)) > 0 &&
       atomic_fetch_add_explicit(&fill_count, 1, memory_order_relaxed) % FILL_PROBE_EVERY != 0)) {
     hak_os_populate((char *)l + from, to - from);
