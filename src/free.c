@@ -38,17 +38,12 @@ static void trailer_free_checked(hak_heap_t *h, hak_slab_t *s, const void *p)
  * owned[] or the registry), uncounted: onto the class's thread cache. */
 static inline void free_local_fast(hak_heap_t *h, void *p)
 {
-  hak_superslab_t *ss = hak_ss_of(p);
-  size_t u = hak_unit_of(p);
-  HAK_ONE_VALUE(u);  /* computed once for both lookups below */
-  hak_slab_t *s = hak_unit_slab(ss, u);
-  HAK_ONE_VALUE(s);
+  /* Only the SuperSlab header's entry for p's unit: no slab metadata. */
+  const hak_unit_geom_t *g = hak_unit_geom_of(hak_ss_of(p), p);
   hak_block_t *b = (hak_block_t *)p;
   /* The block-start check comes first: only a block start may be read. */
-  if (HAK_UNLIKELY(!hak_slab_is_block(s, p) || hak_block_is_free(b))) free_invalid(p, true);
-  /* The list from the SuperSlab's header, not the slab: the push waits on
-   * one load fewer. */
-  size_t c = ss->unit_tcls[u];
+  if (HAK_UNLIKELY(!hak_unit_is_block(g, p) || hak_block_is_free(b))) free_invalid(p, true);
+  size_t c = g->tcls;
   if (HAK_UNLIKELY(hak_tcache_push(h, c, b) < 0)) hak_heap_overflow(h, c);
 }
 

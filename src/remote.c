@@ -134,7 +134,7 @@ uint32_t hak_remote_collect(hak_slab_t *s, uintptr_t new_state)
    * thread exit where threads come and go). */
   if (n == used && s->free != NULL && s->rfree != NULL) {
     s->free = s->rfree = NULL;
-    s->capacity = 0;
+    hak_slab_set_capacity(s, 0);
     s->fresh = 0;  /* carved again over written memory */
   } else if (s->free == NULL) {
     s->free = list;  /* the refill case */

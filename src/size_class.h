@@ -57,8 +57,8 @@ static inline size_t hak_size_class(size_t n) { return hak_class_of_index[hak_cl
  * after it), ends in a checked trailer, HAK_TRAIL_ROOM bytes from the size
  * asked for.  A request above HAK_UNTRAILED_MAX (the 64 KiB class) takes
  * the class of n + HAK_TRAIL_ROOM, so a size class serves requests up to
- * HAK_SMALL_REQ_MAX.  The units of trailed classes' slabs have unit_tcls
- * HAK_TCLS_TRAILED (hak_superslab_t), a thread-cache list that is always
+ * HAK_SMALL_REQ_MAX.  The units of trailed classes' slabs have tcls
+ * HAK_TCLS_TRAILED (hak_unit_geom_t), a thread-cache list that is always
  * full, so the free fast path hands their blocks to hak_tcache_overflow,
  * which checks the trailer. */
 #define HAK_TRAILED_FIRST  44

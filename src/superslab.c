@@ -149,7 +149,7 @@ static void slab_reset(hak_superslab_t *ss, unsigned u)
   s->span = 1;
   s->start = s->remote_start = unit_start(ss, u);
   ss->unit_slab[u] = (uint16_t)((char *)s - (char *)ss);
-  ss->unit_tcls[u] = 0;
+  ss->unit_geom[u] = (hak_unit_geom_t){ 0 };
 }
 
 /* The heap's SuperSlab list keeps those with free units in front and the full
@@ -330,7 +330,6 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   uint8_t *end = (uint8_t *)ss + ((size_t)(unit + span) << HAK_UNIT_SHIFT);
   s->free = s->rfree = NULL;
   hak_slab_used_set(s, 0);
-  s->capacity = 0;
   s->fresh = dirty == 0;  /* none of its units committed: all zero */
   s->block_size = bs;
   s->shift = s->remote_shift = (uint8_t)__builtin_ctz(bs);
@@ -344,10 +343,13 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   s->span = (uint8_t)span;
   s->owner_id = atomic_load_explicit(&h->id, memory_order_relaxed);
   hak_count(&h->stats.slabs[cls], 1);
-  uint8_t tcls = hak_class_trailed(cls) ? HAK_TCLS_TRAILED : (uint8_t)cls;
+  s->capacity = 0;
+  hak_unit_geom_t g = { .minv = s->minv, .start = (uint32_t)(uintptr_t)s->start, .capacity = 0,
+                        .shift = s->shift,
+                        .tcls = hak_class_trailed(cls) ? HAK_TCLS_TRAILED : (uint8_t)cls };
   for (unsigned u = (unsigned)unit; u < (unsigned)unit + span; u++) {
     ss->unit_slab[u] = (uint16_t)((char *)s - (char *)ss);
-    ss->unit_tcls[u] = tcls;
+    ss->unit_geom[u] = g;
   }
   /* No thread can reach a slab that holds no block: plain reset is enough,
    * but the head is atomic, so store it as one. */
@@ -372,8 +374,15 @@ bool hak_slab_extend(hak_slab_t *s)
     prev = b;
   }
   s->free = prev;
-  s->capacity += n;
+  hak_slab_set_capacity(s, s->capacity + n);
   return true;
+}
+
+void hak_slab_set_capacity(hak_slab_t *s, uint32_t capacity)
+{
+  hak_superslab_t *ss = hak_ss_of(s);
+  s->capacity = capacity;
+  for (unsigned u = s->unit; u < (unsigned)s->unit + s->span; u++) ss->unit_geom[u].capacity = (uint16_t)capacity;
 }
 
 /* Give an empty slab's units back to its SuperSlab.  The caller has taken

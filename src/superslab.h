@@ -39,10 +39,28 @@ static inline hak_remote_t *hak_slab_remote(hak_slab_t *s)
  * shift equals off / block_size when block_size divides off, and is larger
  * than any index (> 2^64 / block_size) when it does not
  * (Granlund-Montgomery). */
+static inline uint64_t hak_block_index_of(uint64_t off, uint64_t minv, unsigned shift)
+{
+  uint64_t x = off * minv;
+  return (x >> shift) | (x << ((64 - shift) & 63));
+}
 static inline uint64_t hak_block_index(const uint8_t *start, uint64_t minv, unsigned shift, const void *p)
 {
-  uint64_t x = ((uintptr_t)p - (uintptr_t)start) * minv;
-  return (x >> shift) | (x << ((64 - shift) & 63));
+  return hak_block_index_of((uintptr_t)p - (uintptr_t)start, minv, shift);
+}
+/* Is p, in the unit whose entry is g, a carved block start of its slab
+ * (the owner's free: the test of hak_slab_is_block from the SuperSlab
+ * header alone)?  The offset is taken modulo 2^32 from the start's low
+ * bits: a p below the start gives 2^32 - d with d < 2 MiB, which, a
+ * multiple of the block size or not, indexes past any slab's 4096 blocks. */
+static inline bool hak_unit_is_block(const hak_unit_geom_t *g, const void *p)
+{
+  uint32_t off = (uint32_t)(uintptr_t)p - g->start;
+  return hak_block_index_of(off, g->minv, g->shift) < g->capacity;
+}
+static inline const hak_unit_geom_t *hak_unit_geom_of(const hak_superslab_t *ss, const void *p)
+{
+  return &ss->unit_geom[hak_unit_of(p)];
 }
 /* Is p a carved block start of s (the owner's test)? */
 static inline bool hak_slab_is_block(const hak_slab_t *s, const void *p)
@@ -67,6 +85,9 @@ static inline void hak_slab_used_set(hak_slab_t *s, uint32_t n)
 {
   atomic_store_explicit(&s->used, n, memory_order_relaxed);
 }
+/* Set s's carved capacity, in the slab and in its units' entries (the
+ * owner, as every write of capacity). */
+void hak_slab_set_capacity(hak_slab_t *s, uint32_t capacity);
 
 /* The key of p's SuperSlab: its address, which free computes anyway (a key
  * of address >> HAK_SS_SHIFT cost free a register copy). */

@@ -22,7 +22,7 @@
  * same instructions a pair).  Sizes above HAK_UNTRAILED_MAX leave malloc's
  * inline path for hak_malloc_generic; a free of a trailed block goes
  * through the thread cache's overflow path (hak_tcache_overflow: the
- * units' unit_tcls is HAK_TCLS_TRAILED, whose cache has no room) or
+ * units' tcls is HAK_TCLS_TRAILED, whose cache has no room) or
  * free_remote's class test.  Per block: two cache lines written by malloc
  * and read by free, the canary's and the word's, which is why the classes
  * of 16 to 64 KiB have none: a program that touches only the ends of such

@@ -102,10 +102,11 @@ enum { HAK_SLAB_UNUSED = 0, HAK_SLAB_CUR, HAK_SLAB_PARTIAL, HAK_SLAB_FULL, HAK_S
  * (superslab.h, hak_slab_used_set: a plain mov on x86, so the owner's paths
  * cost the same) and a reader loads relaxed -- a snapshot, ordered by
  * nothing.
- *  - The first line is everything the owner's malloc and free use: the free
- *    list, counts, list links, and its own copy of the geometry (start,
- *    minv, shift), so a local free reads one line of metadata.  Written on
- *    every owner malloc and free.
+ *  - The first line is the owner's working state: the free list, counts,
+ *    list links, and its own copy of the geometry (start, minv, shift).
+ *    The fast local free reads none of it: the geometry and capacity it
+ *    checks are mirrored in its unit's entry of the SuperSlab header
+ *    (hak_unit_geom_t).
  *  - The second line is the slab's geometry (remote_*, the same values):
  *    written only when the slab is set up (hak_ss_alloc_slab), while
  *    it holds no block.  Remote freers read only this line (and the slab's
@@ -167,6 +168,23 @@ typedef struct hak_retired {
   size_t size;
 } hak_retired_t;
 
+/* What the owner's free of a block in a unit needs, in 16 bytes of the
+ * SuperSlab header, so that the free reads no slab metadata: its slab's
+ * block-start geometry and carved capacity, and the thread-cache list the
+ * block goes to (hak_unit_is_block, free.c).  Every unit of a slab holds
+ * the same values: minv and shift = the slab's, start = the low 32 bits
+ * of the slab's start, capacity = the slab's capacity (kept equal by
+ * hak_slab_set_capacity), tcls = the slab's class, or HAK_TCLS_TRAILED;
+ * a unit in no slab has capacity 0 and tcls 0.  Written by superslab.c
+ * only, by the owner (as the slab's fields). */
+typedef struct hak_unit_geom {
+  uint64_t minv;
+  uint32_t start;
+  uint16_t capacity;
+  uint8_t shift;
+  uint8_t tcls;
+} hak_unit_geom_t;
+
 #define HAK_SS_MAGIC 0x48414b5353ul  /* "HAKSS" */
 
 /* SuperSlab header.  Written by the owner; remote freers read the immutable
@@ -190,12 +208,9 @@ typedef struct hak_superslab {
   hak_retired_t retired;            /* link on the retire list */
   uint16_t unit_slab[HAK_UNITS];    /* owner writes; unit -> offset of its slab's
                                        metadata from the SuperSlab's start */
-  uint8_t unit_tcls[HAK_UNITS];     /* owner writes and reads; unit -> the thread-
-                                       cache list a local free of its slab's blocks
-                                       goes to: the slab's class, or HAK_TCLS_TRAILED
-                                       (0 while the unit is in no slab).  Here and not
-                                       in the slab: the push waits on one dependent
-                                       load fewer */
+  hak_unit_geom_t unit_geom[HAK_UNITS] __attribute__((aligned(16)));  /* owner writes and reads
+                                       (superslab.c); 16-aligned: an entry never
+                                       spans two cache lines */
   hak_slab_t slabs[HAK_UNITS] __attribute__((aligned(HAK_CACHE_LINE)));
   hak_remote_t remote_heads[HAK_UNITS] __attribute__((aligned(HAK_CACHE_LINE)));
 } hak_superslab_t;

@@ -187,7 +187,7 @@ static void *foreign_over_base(void *arg)
 }
 
 /* A unit that served one class and then another: the local free finds
- * the block's thread-cache list in the SuperSlab's header (unit_tcls,
+ * the block's thread-cache list in the SuperSlab's header (unit_geom,
  * src/types.h), which must follow the unit to its new slab.  48-byte
  * blocks fill a unit; hak_collect gives them back (their slabs empty, the
  * SuperSlab to the cache); 1 KiB blocks are carved until one lands in
