@@ -641,6 +641,14 @@ static int large_live_evidence(void)
  * of the blocks before and cannot be probed. */
 static bool big_huge(void) { return large_live_evidence() > 0; }
 
+/* The end of a probe over the pages [from, to): at most 2 MiB (what
+ * large_fill_probe looks at), or 0 if fewer than FILL_PROBE_MIN pages. */
+static size_t probe_end(size_t from, size_t to)
+{
+  if (to > from + HAK_SS_SIZE) to = from + HAK_SS_SIZE;
+  return to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE ? 0 : to;
+}
+
 /* A big block before evidence on a reused mapping whose first-region pages
  * an earlier block wrote (at least the watermark says so: l->dirty_from)
  * is a probe too if fewer than 1/8 of its first 2 MiB are resident: at
@@ -650,13 +658,10 @@ static bool big_huge(void) { return large_live_evidence() > 0; }
  * be probed, and found the evidence one fresh mapping at a time (with 4
  * blocks of 12.5 MiB cached, one a round).  One mincore call a big block,
  * only while their score is not positive. */
-static void large_probe_reused(hak_large_t *l, size_t from, size_t usable)
+static void large_probe_reused(hak_large_t *l, size_t from, size_t end, size_t usable)
 {
-  size_t to = (size_t)((char *)l->user - (char *)l) + usable;
-  if (to > l->huge_from) to = l->huge_from;
-  to &= ~(HAK_PAGE_SIZE - 1);
-  if (to > from + HAK_SS_SIZE) to = from + HAK_SS_SIZE;
-  if (to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) return;
+  size_t to = probe_end(from, (end < l->huge_from ? end : l->huge_from) & ~(HAK_PAGE_SIZE - 1));
+  if (to == 0) return;
   unsigned char vec[HAK_SS_SIZE / HAK_PAGE_SIZE];
   size_t pages = (to - from) / HAK_PAGE_SIZE;
   if (!hak_os_residency((const char *)l + from, to - from, vec)) return;
@@ -678,7 +683,7 @@ static void large_fill(hak_large_t *l, size_t off, size_t usable, bool zero, boo
   l->probe_from = l->probe_to = 0;
   if (hak_opt.secure) return;
   if (to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) {
-    if (!zero && !grow && big_block(usable) && score_of(true) <= 0) large_probe_reused(l, from, usable);
+    if (!zero && !grow && big_block(usable) && score_of(true) <= 0) large_probe_reused(l, from, off + usable, usable);
     return;
   }
   if (grow || (!zero && score_of(big_block(usable)) > 0 &&
@@ -686,10 +691,8 @@ static void large_fill(hak_large_t *l, size_t off, size_t usable, bool zero, boo
     hak_os_populate((char *)l + from, to - from);
     return;
   }
-  /* A probe looks at 2 MiB at most (large_fill_probe): a reused mapping's
-   * 4 KiB pages may reach further before its block. */
-  if (to > from + HAK_SS_SIZE) to = from + HAK_SS_SIZE;
-  large_probe_set(l, usable, from, to);
+  /* A reused mapping's 4 KiB pages may reach further than a probe looks. */
+  large_probe_set(l, usable, from, probe_end(from, to));
 }
 
 /* Whether the arena run of a block of `size` bytes gets huge pages: a big
@@ -716,10 +719,8 @@ static bool arena_huge(size_t size, bool huge_big, bool *probe)
  * its pages past the header's, up to 2 MiB. */
 static void arena_probe(hak_large_t *l, size_t off, size_t usable)
 {
-  size_t from = hak_align_up(off, HAK_PAGE_SIZE), to = (off + usable) & ~(HAK_PAGE_SIZE - 1);
-  if (to > from + HAK_SS_SIZE) to = from + HAK_SS_SIZE;
-  if (to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) return;
-  large_probe_set(l, usable, from, to);
+  size_t from = hak_align_up(off, HAK_PAGE_SIZE), to = probe_end(from, (off + usable) & ~(HAK_PAGE_SIZE - 1));
+  if (to != 0) large_probe_set(l, usable, from, to);
 }
 
 /* The block of l is being freed: if it was a probe, score it. */
