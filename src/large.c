@@ -257,10 +257,15 @@ static void large_retire(hak_large_t *l)
   hak_retire(&l->retired, l->map_base, l->map_size);
 }
 
+/* Whether large blocks get huge pages at all: HAKMEM_HUGEPAGES, never in
+ * secure mode (see large_protect's note).  Without them huge_from is E on
+ * every mapping, and large_fill commits a block's pages throughout. */
+static inline bool large_huge_on(void) { return hak_opt.hugepages && !hak_opt.secure; }
+
 /* Huge pages for the 2 MiB regions of [from, to) that l covers whole. */
 static void large_hugepage(hak_large_t *l, size_t from, size_t to)
 {
-  if (hak_opt.secure) return;  /* see large_protect's note */
+  if (!large_huge_on()) return;
   from = hak_align_up(from, HAK_SS_SIZE);
   to &= ~(HAK_SS_SIZE - 1);
   if (to > from) hak_os_hugepage((char *)l + from, to - from);
@@ -274,7 +279,8 @@ static void large_hugepage(hak_large_t *l, size_t from, size_t to)
 static void large_set_huge(hak_large_t *l, bool huge)
 {
   size_t end = large_end(l);
-  if (hak_opt.secure || (l->huge_from < end) == huge) return;
+  huge = huge && large_huge_on();
+  if ((l->huge_from < end) == huge) return;
   if (huge) {
     large_hugepage(l, HAK_SS_SIZE, end);
     l->huge_from = HAK_SS_SIZE;
@@ -669,16 +675,19 @@ static void large_probe_reused(hak_large_t *l, size_t from, size_t end, size_t u
   large_probe_set(l, usable, from, to);
 }
 
-/* The block of l at [off, off + usable) was just placed; its first-region
- * pages below l->dirty_from hold nothing.  Commit them or make l a probe
- * (malloc); commit them always for realloc's move (grow), which copies the
- * old block in at once and is filled up to its new size as a rule; neither
- * in secure mode (which zeroes every block it hands out). */
-static void large_fill(hak_large_t *l, size_t off, size_t usable, bool zero, bool grow)
+/* The block of l at [off, off + size) was just placed (l->usable set); its
+ * pages below l->dirty_from that huge pages do not cover (huge_from) hold
+ * nothing.  Commit them or make l a probe (malloc); commit those of the
+ * first region always for realloc's move (grow), which copies the old
+ * block in at once (only the copy is sure to be written: past it the block
+ * faults as the program goes); neither in secure mode (which zeroes every
+ * block it hands out). */
+static void large_fill(hak_large_t *l, size_t off, size_t size, bool zero, bool grow)
 {
-  size_t from = off & ~(HAK_PAGE_SIZE - 1), to = l->dirty_from;
-  if (to > off + usable) to = off + usable;
-  if (to > l->huge_from) to = l->huge_from;
+  size_t usable = l->usable, from = off & ~(HAK_PAGE_SIZE - 1), to = l->dirty_from;
+  size_t cap = grow ? HAK_SS_SIZE : l->huge_from;
+  if (to > off + size) to = off + size;
+  if (to > cap) to = cap;
   to &= ~(HAK_PAGE_SIZE - 1);
   l->probe_from = l->probe_to = 0;
   if (hak_opt.secure) return;
@@ -695,8 +704,9 @@ static void large_fill(hak_large_t *l, size_t off, size_t usable, bool zero, boo
   large_probe_set(l, usable, from, probe_end(from, to));
 }
 
-/* Whether the arena run of a block of `size` bytes gets huge pages: a big
- * block's as big_huge said (`huge_big`; a probe, *probe, if not and its
+/* Whether the arena run of a block of `size` bytes gets huge pages (never
+ * with them off, large_huge_on: then a block that would get them is
+ * committed, arena_commit): a big block's as big_huge said (`huge_big`; a probe, *probe, if not and its
  * pages turn out clean); a smaller one's while the score of such blocks says the
  * program writes them whole, except every ARENA_PROBE_EVERY-th run, which
  * is a probe then too (a probe's region faults 4 KiB at a time for the
@@ -708,11 +718,11 @@ static bool arena_huge(size_t size, bool huge_big, bool *probe)
 {
   if (big_block(size)) {
     *probe = !huge_big;
-    return huge_big;
+    return huge_big && large_huge_on();
   }
   *probe = score_of(false) <= 0 ||
            atomic_fetch_add_explicit(&arena_count, 1, memory_order_relaxed) % ARENA_PROBE_EVERY == 0;
-  return !*probe;
+  return !*probe && large_huge_on();
 }
 
 /* The arena block of l at [off, off + usable), on clean pages, is a probe:
@@ -721,6 +731,16 @@ static void arena_probe(hak_large_t *l, size_t off, size_t usable)
 {
   size_t from = hak_align_up(off, HAK_PAGE_SIZE), to = probe_end(from, (off + usable) & ~(HAK_PAGE_SIZE - 1));
   if (to != 0) large_probe_set(l, usable, from, to);
+}
+
+/* The arena block of l at [off, off + size), on clean pages, is not a probe
+ * and gets no huge pages: the program writes such blocks whole, so commit
+ * its pages with one system call instead of a fault per page (large_fill's
+ * counterpart; clean pages only: a reused run's are mostly resident). */
+static void arena_commit(hak_large_t *l, size_t off, size_t size)
+{
+  size_t from = hak_align_up(off, HAK_PAGE_SIZE), to = (off + size) & ~(HAK_PAGE_SIZE - 1);
+  if (to >= from + FILL_PROBE_MIN * HAK_PAGE_SIZE) hak_os_populate((char *)l + from, to - from);
 }
 
 /* The block of l is being freed: if it was a probe, score it. */
@@ -865,7 +885,8 @@ static hak_large_t *large_grow_mapping(hak_large_t *l, size_t map_size)
       l->map_size = map_size;
       hak_os_protect((char *)l + old_end, end - old_end, true);
       large_hugepage(l, old_end, end);
-      if (l->huge_from > old_end) l->huge_from = (uint32_t)old_end;
+      if (!large_huge_on()) l->huge_from = (uint32_t)end;
+      else if (l->huge_from > old_end) l->huge_from = (uint32_t)old_end;
       return l;
     }
     (void)hak_os_grow_in_place((char *)l + old_end, map_size - old_end, GUARD);  /* cannot fail */
@@ -905,7 +926,7 @@ static hak_large_t *large_grow_mapping(hak_large_t *l, size_t map_size)
   ((uintptr_t *)n->user)[-1] = hak_canary_word(n->user);  /* the canary names the address */
   hak_os_protect((char *)n + end, GUARD, false);
   large_hugepage(n, HAK_SS_SIZE, end);
-  n->huge_from = HAK_SS_SIZE;
+  n->huge_from = large_huge_on() ? HAK_SS_SIZE : (uint32_t)end;
   hak_map_set_range(n, map_size, large_region_tag_base(n));
   /* The old range now reads as zero (its header's magic is gone, so a racing
    * stray free of the old address is caught); it leaves the registry and is
@@ -955,7 +976,7 @@ static hak_large_t *large_map(size_t map_size, size_t map_align, size_t huge_fro
   if (l == NULL) return NULL;
   size_t end = map_size - GUARD;
   large_hugepage(l, huge_from, huge_to);
-  l->huge_from = (uint32_t)(huge_to > huge_from ? huge_from : end);
+  l->huge_from = (uint32_t)(huge_to > huge_from && large_huge_on() ? huge_from : end);
   hak_os_protect((char *)l + end, GUARD, false);
   l->map_base = l;
   l->map_size = map_size;
@@ -1211,6 +1232,7 @@ static void *large_arena_alloc(hak_heap_t *h, size_t size, size_t align, bool ze
   l->freed_ms = 0;
   l->probe_from = l->probe_to = 0;
   if (probe && clean) arena_probe(l, off, usable);
+  else if (clean && !kept && !zero && !large_huge_on()) arena_commit(l, off, size);
   l->arena_pages = (uint32_t)pages;
   l->user = (char *)l + off;
   l->usable = usable;
@@ -1339,7 +1361,7 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
       if (filled < top) l->dirty_from = filled;  /* calloc zeroes them */
     }
   }
-  large_fill(l, off, usable, zero, grow);
+  large_fill(l, off, size, zero, grow);
   ((uintptr_t *)l->user)[-1] = hak_canary_word(l->user);
   if ((zero || hak_opt.secure) && l->dirty_from < off + usable) {
     size_t from = l->dirty_from > off ? l->dirty_from : off;

@@ -62,6 +62,12 @@
     "to 8 MiB (aligned to at most 2 MiB) come from shared page arenas, split and merged by the page, so "   \
     "freed pages serve the next "                                                                       \
     "blocks of any size without a system call; `0`: every large block has its own mapping")               \
+  X(hugepages, "HAKMEM_HUGEPAGES", "", 0, 0, 0, 1,                                                        \
+    "`1`: large blocks of a program seen writing them whole get transparent huge pages "                 \
+    "(`MADV_HUGEPAGE`: one fault maps 2 MiB); `0`: 4 KiB pages, committed with one system call a block " \
+    "where the program writes its blocks whole.  Off by default: on a VM that reports free memory to "    \
+    "its host (virtio-balloon free page reporting, which hands back free 2 MiB blocks) a fresh huge page " \
+    "cost three times the 4 KiB pages it replaces (docs/tuning.md)")                                      \
   X(prof, "HAKMEM_PROF", "", 0, 0, 0, 1,                                                                   \
     "`1`: the sampling heap profiler (docs/profiler.md): call stacks of sampled blocks, written at exit " \
     "in the heap-profile format of `google-pprof` to `HAKMEM_PROF_FILE`, and the remote frees per "      \

@@ -234,6 +234,7 @@ typedef struct hak_options {
   uint32_t ss_cache;         /* HAKMEM_SS_CACHE: empty SuperSlabs kept for any heap */
   size_t large_cache;        /* HAKMEM_LARGE_CACHE_KB: freed large mappings kept */
   uint8_t large_arena;       /* HAKMEM_LARGE_ARENA: large blocks up to 8 MiB in page arenas (arena.c) */
+  uint8_t hugepages;         /* HAKMEM_HUGEPAGES: large blocks written whole get huge pages (large.c) */
   uint8_t prof;              /* HAKMEM_PROF: the sampling heap profiler (prof.c) */
   uint8_t prof_leaks;        /* HAKMEM_PROF_LEAKS: live sampled sites at exit */
   uint8_t prof_signal;       /* HAKMEM_PROF_SIGNAL: the signal that writes a profile */

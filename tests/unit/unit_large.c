@@ -1759,6 +1759,37 @@ static void test_big_first_dense(void) {
   hak_collect();
 }
 
+/* Run alone, before any evidence, with huge pages off (the default:
+ * `unit_large big_first_dense_pages`): where the program writes each big
+ * block whole before it allocates the next, the blocks after the first
+ * have their pages committed by malloc, with one system call (every
+ * FILL_PROBE_EVERY-th stays a probe, so at least two of three), and none
+ * is advised for huge pages. */
+static void test_big_first_dense_pages(void) {
+  ts_check_begin("without huge pages, big blocks written whole one after another are committed from the second on");
+  const char *huge = getenv("HAKMEM_HUGEPAGES");
+  if (huge != NULL && strcmp(huge, "0") != 0) {
+    printf("   skipped: huge pages are on\n");
+    return;
+  }
+  enum { N = 4 };
+  unsigned char *v[N];
+  int committed = 0;
+  for (int i = 0; i < N; i++) {
+    v[i] = hak_malloc(8 * MiB);
+    REQUIRE(v[i] != NULL, "hak_malloc(8 MiB)");
+    size_t res = resident_bytes(v[i], 8 * MiB);
+    if (i == 0) CHECK(res <= 64 * KiB, "the first 8 MiB block, before any evidence: %zu KiB resident at malloc", res / KiB);
+    else committed += res >= 8 * MiB - 8 * KiB;
+    CHECK(vma_advised_huge(v[i] + 1 * MiB) == 0, "8 MiB block %d is advised for huge pages", i);
+    memset(v[i], 0x5E + i, 8 * MiB);
+  }
+  CHECK(committed >= 2, "8 MiB blocks after one written whole: %d of 3 committed at malloc", committed);
+  for (int i = 0; i < N; i++) CHECK(v[i][0] == 0x5E + i && v[i][8 * MiB - 1] == 0x5E + i, "block %d kept its bytes", i);
+  for (int i = 0; i < N; i++) hak_free(v[i]);
+  hak_collect();
+}
+
 /* One round of big_phases: four blocks of 12.5 MiB (their own mappings,
  * starting in the mapping's first region, where the fill probe looks),
  * each written whole or once a MiB before the next is allocated, then all
@@ -1926,6 +1957,10 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && strcmp(argv[1], "big_first_dense") == 0) {  /* alone: before any evidence */
     test_big_first_dense();
+    return ts_check_finish("unit_large");
+  }
+  if (argc > 1 && strcmp(argv[1], "big_first_dense_pages") == 0) {  /* alone: before any evidence */
+    test_big_first_dense_pages();
     return ts_check_finish("unit_large");
   }
   if (argc > 1 && strcmp(argv[1], "arena_kept") == 0) {  /* alone, also with the block counts off */

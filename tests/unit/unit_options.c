@@ -22,6 +22,7 @@
 static const char *const all_options[] = { "HAKMEM_STATS", "HAKMEM_VERBOSE", "HAKMEM_SECURE", "HAKMEM_PURGE_DELAY_MS",
                                            "HAKMEM_PURGE_THRESHOLD_KB", "HAKMEM_SS_RESERVE", "HAKMEM_SS_CACHE",
                                            "HAKMEM_PARKED_HEAPS", "HAKMEM_RETIRE_BATCH", "HAKMEM_LARGE_CACHE_KB", "HAKMEM_LARGE_ARENA",
+                                           "HAKMEM_HUGEPAGES",
                                            "HAKMEM_PROF", "HAKMEM_PROF_SAMPLE", "HAKMEM_PROF_SIGNAL",
                                            "HAKMEM_PROF_LEAKS", "HAKMEM_PURGE_THREAD", "HAKMEM_CACHE_DELAY_MS",
                                            "HAKMEM_PROF_FILE" };
