@@ -55,12 +55,13 @@
  * What makes big blocks fast is not touching fresh memory: every 4 KiB
  * page fault costs microseconds, so a fresh 16 MiB buffer costs 4096 faults
  * before the program writes a byte.  Hence:
- *  - Huge pages: the block area past the first 2 MiB region is advised
- *    MADV_HUGEPAGE, so one fault maps 2 MiB (the first region, which holds
- *    the header, keeps 4 KiB pages; a block of 2 MiB or more gets none
- *    until the program is seen writing such blocks whole, big_huge).
- *    Purges never split a huge page (see large_region_floor): a split
- *    region faults 4 KiB at a time for good.
+ *  - Huge pages, with HAKMEM_HUGEPAGES=1 (large_huge_on; off by default,
+ *    docs/tuning.md says why): the block area past the first 2 MiB region
+ *    is advised MADV_HUGEPAGE, so one fault maps 2 MiB (the first region,
+ *    which holds the header, keeps 4 KiB pages; a block of 2 MiB or more
+ *    gets none until the program is seen writing such blocks whole,
+ *    big_huge).  Purges never split a huge page (see large_region_floor):
+ *    a split region faults 4 KiB at a time for good.
  *  - Fresh pages cost far more than reused ones: the kernel zeroes every
  *    new page, and a reused page is only written.  So a mapping is
  *    reused, and only the pages beyond what its next block needs (more
@@ -75,11 +76,11 @@
  *    header says free, so a stray free of one is caught).  An entry idle
  *    for longer than the purge delay has its pages given back
  *    (hak_large_decay, run by large operations and by heap maintenance).
- *  - The first 2 MiB region has 4 KiB pages: a block that starts there
- *    faults page by page in it.  Where the program writes its large blocks
- *    whole (the fill probe, fill_score), malloc commits the block's pages
- *    that hold nothing there with one system call (hak_os_populate)
- *    instead of a fault per page; calloc and realloc's growth never do.
+ *  - The fill probe (fill_score): where the program writes its large
+ *    blocks whole, malloc commits the block's pages that hold nothing
+ *    (with huge pages on, those of the first 2 MiB region, which has 4 KiB
+ *    pages) with one system call (hak_os_populate); calloc never does,
+ *    realloc's growth only for the first region.
  *  - calloc zeroes only the part of a reused mapping that may be dirty.
  *  - realloc grows in place, or moves the pages to a larger mapping by
  *    remapping page tables: nothing is copied.
