@@ -648,6 +648,17 @@ static int large_live_evidence(void)
  * of the blocks before and cannot be probed. */
 static bool big_huge(void) { return large_live_evidence() > 0; }
 
+/* Commit the pages [from, to) of l's block area (page offsets) with one
+ * call, at most hak_opt.large_cache bytes of them: the committed pages a
+ * user lets hakmem hold beyond what the program wrote, which bounds what a
+ * block the evidence misjudges (a huge buffer used in part, in a program
+ * that writes its other blocks whole) holds before it is written. */
+static void large_populate(hak_large_t *l, size_t from, size_t to)
+{
+  if (to - from > hak_opt.large_cache) to = from + (hak_opt.large_cache & ~(HAK_PAGE_SIZE - 1));
+  if (to > from) hak_os_populate((char *)l + from, to - from);
+}
+
 /* The end of a probe over the pages [from, to): at most 2 MiB (what
  * large_fill_probe looks at), or 0 if fewer than FILL_PROBE_MIN pages. */
 static size_t probe_end(size_t from, size_t to)
@@ -698,7 +709,7 @@ static void large_fill(hak_large_t *l, size_t off, size_t size, bool zero, bool 
   }
   if (grow || (!zero && score_of(big_block(usable)) > 0 &&
       atomic_fetch_add_explicit(&fill_count, 1, memory_order_relaxed) % FILL_PROBE_EVERY != 0)) {
-    hak_os_populate((char *)l + from, to - from);
+    large_populate(l, from, to);
     return;
   }
   /* A reused mapping's 4 KiB pages may reach further than a probe looks. */
@@ -706,10 +717,10 @@ static void large_fill(hak_large_t *l, size_t off, size_t size, bool zero, bool 
 }
 
 /* Whether the arena run of a block of `size` bytes gets huge pages (never
- * with them off, large_huge_on: then a block that would get them is
- * committed, arena_commit): a big block's as big_huge said (`huge_big`; a probe, *probe, if not and its
- * pages turn out clean); a smaller one's while the score of such blocks says the
- * program writes them whole, except every ARENA_PROBE_EVERY-th run, which
+ * with them off, large_huge_on: a block that would get them is committed
+ * then, arena_commit): a big block's as big_huge said (`huge_big`; a
+ * probe, *probe, if not and its pages turn out clean); a smaller one's
+ * while the score of such blocks says the program writes them whole, except every ARENA_PROBE_EVERY-th run, which
  * is a probe then too (a probe's region faults 4 KiB at a time for the
  * runs that share it too, so they are rarer than the mappings'). */
 #define ARENA_PROBE_EVERY 16
@@ -741,7 +752,7 @@ static void arena_probe(hak_large_t *l, size_t off, size_t usable)
 static void arena_commit(hak_large_t *l, size_t off, size_t size)
 {
   size_t from = hak_align_up(off, HAK_PAGE_SIZE), to = (off + size) & ~(HAK_PAGE_SIZE - 1);
-  if (to >= from + FILL_PROBE_MIN * HAK_PAGE_SIZE) hak_os_populate((char *)l + from, to - from);
+  if (to >= from + FILL_PROBE_MIN * HAK_PAGE_SIZE) large_populate(l, from, to);
 }
 
 /* The block of l is being freed: if it was a probe, score it. */
