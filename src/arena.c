@@ -164,11 +164,17 @@ static size_t arena_count_idle(const hak_arena_t *a)
   return n;
 }
 
-/* a's idle count, and the total, now idle (under the lock). */
+/* a's idle count, and the total, now idle (under the lock).  No idle page
+ * left: nothing is due either (arena_due_ms 0), so that the next give sets
+ * its due time and wakes the purger.  A take that used the last idle pages
+ * left the old due time behind; a give after it found that time earlier
+ * than its own, did not ring, and a purger asleep without a deadline never
+ * gave its pages back (unit_large's idle-thread test under load, 4.5 s). */
 static void arena_set_idle(hak_arena_t *a, size_t idle)
 {
-  atomic_store_explicit(&arena_idle_pages, atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) - a->idle + idle,
-                        memory_order_relaxed);
+  size_t total = atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) - a->idle + idle;
+  atomic_store_explicit(&arena_idle_pages, total, memory_order_relaxed);
+  if (total == 0) atomic_store_explicit(&arena_due_ms, 0, memory_order_relaxed);
   a->idle = idle;
 }
 

@@ -297,12 +297,26 @@ void hak_os_bell_wait(uint64_t ms)
   syscall(SYS_futex, &bell, FUTEX_WAIT_PRIVATE, armed, ms != 0 ? &ts : NULL, NULL, 0);
 }
 
+/* The bell was read as 1: wake the waiter unless another ringer did. */
+static void bell_wake_armed(void)
+{
+  if (atomic_exchange(&bell, 0) == 1) syscall(SYS_futex, &bell, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 void hak_os_bell_ring(void)
 {
   atomic_thread_fence(memory_order_seq_cst);
   /* 0: nobody sleeps; 2: the waiter wakes by its deadline. */
-  if (atomic_load_explicit(&bell, memory_order_relaxed) != 1) return;
-  if (atomic_exchange(&bell, 0) == 1) syscall(SYS_futex, &bell, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  if (atomic_load_explicit(&bell, memory_order_relaxed) == 1) bell_wake_armed();
+}
+
+/* The caller's seq_cst read-modify-write and this seq_cst load are in the
+ * single total order with the waiter's arm and fence: the same
+ * store-buffering guarantee without a fence of its own (on x86 the load is
+ * a plain move). */
+void hak_os_bell_ring_after_rmw(void)
+{
+  if (atomic_load_explicit(&bell, memory_order_seq_cst) == 1) bell_wake_armed();
 }
 
 void hak_os_bell_wake(void)

@@ -23,6 +23,9 @@ int   hak_os_cpu(void);   /* the CPU the calling thread runs on now, -1 if unkno
 void  hak_os_bell_arm(void);
 void  hak_os_bell_wait(uint64_t ms);
 void  hak_os_bell_ring(void);
+/* hak_os_bell_ring for a caller that published its work with a seq_cst
+ * read-modify-write (a locked instruction: already the fence the ring needs). */
+void  hak_os_bell_ring_after_rmw(void);
 void  hak_os_bell_wake(void);  /* a ring that also wakes a waiter with a deadline */
 void  hak_write_stderr(const char *s);
 _Noreturn void hak_fatal(const char *what, const void *p);

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -72,15 +73,15 @@ double ts_team_join(ts_team *t, void *workers, size_t worker_size, ts_worker *su
     return secs;
 }
 
-bool ts_thread_named(const char *name)
+long ts_thread_tid(const char *name)
 {
     DIR *d = opendir("/proc/self/task");
     if (d == NULL)
-        return false;
+        return -1;
     size_t n = strnlen(name, 15);
-    bool found = false;
+    long tid = -1;
     struct dirent *e;
-    while (!found && (e = readdir(d)) != NULL) {
+    while (tid < 0 && (e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
         char path[300], comm[32] = "";
@@ -88,10 +89,12 @@ bool ts_thread_named(const char *name)
         FILE *f = fopen(path, "r");
         if (f == NULL)
             continue;
-        found = fgets(comm, sizeof comm, f) != NULL && strncmp(comm, name, n) == 0 &&
-                (comm[n] == '\n' || comm[n] == '\0');
+        if (fgets(comm, sizeof comm, f) != NULL && strncmp(comm, name, n) == 0 && (comm[n] == '\n' || comm[n] == '\0'))
+            tid = strtol(e->d_name, NULL, 10);
         fclose(f);
     }
     closedir(d);
-    return found;
+    return tid;
 }
+
+bool ts_thread_named(const char *name) { return ts_thread_tid(name) >= 0; }

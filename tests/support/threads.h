@@ -2,7 +2,8 @@
  *
  *   - ts_thread_create: pthread_create that reports instead of crashing;
  *   - ts_idle: give the CPU to the thread we wait for;
- *   - ts_thread_named: whether a thread of the process has a given name;
+ *   - ts_thread_named, ts_thread_tid: whether a thread of the process has a
+ *     given name, and its id;
  *   - ts_team / ts_worker: worker threads that start together (a barrier
  *     releases them once the clock has started), run until a shared
  *     deadline, then drain what the others sent them until every one has
@@ -36,6 +37,8 @@ static inline void ts_idle(void)
 /* Whether a thread of this process is named `name` now (its comm, as
  * prctl(PR_SET_NAME) set it: at most 15 characters compared). */
 bool ts_thread_named(const char *name);
+/* The thread id of the process's thread of that name, -1 if none. */
+long ts_thread_tid(const char *name);
 
 /* ------------------------------------------------------------ worker teams */
 

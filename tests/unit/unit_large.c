@@ -88,6 +88,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -1865,11 +1867,28 @@ static void *kept_idle(void *arg) {
   return NULL;
 }
 
+/* Whether the purger thread (tid) sleeps with no deadline: in a futex
+ * wait (FUTEX_WAIT_PRIVATE) whose timeout argument is NULL, as
+ * /proc/self/task/TID/syscall shows ("202 uaddr op val timeout ...").
+ * Then nothing wakes it but a ring. */
+static bool purger_asleep_untimed(long tid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/self/task/%ld/syscall", tid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return false;
+  bool got = fgets(line, sizeof line, f) != NULL;
+  fclose(f);
+  unsigned long nr, uaddr, op, val, timeout;
+  return got && sscanf(line, "%lu %lx %lx %lx %lx", &nr, &uaddr, &op, &val, &timeout) == 5 && nr == SYS_futex &&
+         (op & 127) == FUTEX_WAIT && timeout == 0;
+}
+
 /* A freed arena block's run stays in its thread's slot for the thread's
  * next large malloc of about its size (the same block again), and goes
  * back: at a collect (nothing cached after it), and, with the purger, when
  * the thread idles (its pages go back within a few purge delays while it
- * waits; a run left in the slot would stay). */
+ * waits; a run left in the slot would stay), also when the purger slept
+ * with nothing due as the run was kept (the put wakes it). */
 static void test_arena_kept(void) {
   if (!arena_begin("arena: a freed block's run is kept for its thread's next malloc, and given back")) return;
   struct mallinfo2 m0, m1;
@@ -1895,6 +1914,15 @@ static void test_arena_kept(void) {
     printf("   no purger thread: the idle thread's part skipped\n");
     return;
   }
+  /* The purger asleep with nothing due first, where it gets there (it did
+   * under load, and a kept run stayed for good). */
+  long tid = ts_thread_tid("hakmem-purge");
+  double slept = ts_now_ms();
+  while (!purger_asleep_untimed(tid) && ts_now_ms() - slept < 2000) {
+    struct timespec pause = { 0, 2 * 1000 * 1000 };
+    nanosleep(&pause, NULL);
+  }
+  if (!purger_asleep_untimed(tid)) printf("   the purger did not sleep without a deadline: that case not reached\n");
   struct kept_job job = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
   pthread_t t;
   REQUIRE(pthread_create(&t, NULL, kept_idle, &job) == 0, "pthread_create");
