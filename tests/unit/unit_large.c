@@ -1784,7 +1784,8 @@ static void test_big_first_dense_pages(void) {
     v[i] = hak_malloc(8 * MiB);
     REQUIRE(v[i] != NULL, "hak_malloc(8 MiB)");
     size_t res = resident_bytes(v[i], 8 * MiB);
-    if (i == 0) CHECK(res <= 64 * KiB, "the first 8 MiB block, before any evidence: %zu KiB resident at malloc", res / KiB);
+    if (i == 0)
+      CHECK(res <= 64 * KiB, "the first 8 MiB block, before any evidence: %zu KiB resident at malloc", res / KiB);
     else committed += res + 8 * KiB >= want;
     CHECK(res <= want + 8 * KiB, "8 MiB block %d: %zu KiB resident at malloc, above %zu KiB", i, res / KiB, want / KiB);
     CHECK(vma_advised_huge(v[i] + 1 * MiB) == 0, "8 MiB block %d is advised for huge pages", i);
