@@ -263,13 +263,15 @@ static void large_retire(hak_large_t *l)
  * every mapping, and large_fill commits a block's pages throughout. */
 static inline bool large_huge_on(void) { return hak_opt.hugepages && !hak_opt.secure; }
 
-/* Huge pages for the 2 MiB regions of [from, to) that l covers whole. */
-static void large_hugepage(hak_large_t *l, size_t from, size_t to)
+/* Huge pages for the 2 MiB regions of [from, to) that l covers whole.
+ * Returns whether [from, to) is advised: false with huge pages off or an
+ * empty range, where the caller's huge_from is E. */
+static bool large_hugepage(hak_large_t *l, size_t from, size_t to)
 {
-  if (!large_huge_on()) return;
-  from = hak_align_up(from, HAK_SS_SIZE);
-  to &= ~(HAK_SS_SIZE - 1);
-  if (to > from) hak_os_hugepage((char *)l + from, to - from);
+  if (!large_huge_on() || to <= from) return false;
+  size_t r0 = hak_align_up(from, HAK_SS_SIZE), r1 = to & ~(HAK_SS_SIZE - 1);
+  if (r1 > r0) hak_os_hugepage((char *)l + r0, r1 - r0);
+  return true;
 }
 
 /* Huge pages past the first region of l, a mapping taken for a block of
@@ -896,8 +898,7 @@ static hak_large_t *large_grow_mapping(hak_large_t *l, size_t map_size)
       hak_gcount(&hak_gstats.mapped_bytes, map_size - old_size);
       l->map_size = map_size;
       hak_os_protect((char *)l + old_end, end - old_end, true);
-      large_hugepage(l, old_end, end);
-      if (!large_huge_on()) l->huge_from = (uint32_t)end;
+      if (!large_hugepage(l, old_end, end)) l->huge_from = (uint32_t)end;
       else if (l->huge_from > old_end) l->huge_from = (uint32_t)old_end;
       return l;
     }
@@ -937,8 +938,7 @@ static hak_large_t *large_grow_mapping(hak_large_t *l, size_t map_size)
   n->dirty_from = HAK_PAGE_SIZE;
   ((uintptr_t *)n->user)[-1] = hak_canary_word(n->user);  /* the canary names the address */
   hak_os_protect((char *)n + end, GUARD, false);
-  large_hugepage(n, HAK_SS_SIZE, end);
-  n->huge_from = large_huge_on() ? HAK_SS_SIZE : (uint32_t)end;
+  n->huge_from = large_hugepage(n, HAK_SS_SIZE, end) ? HAK_SS_SIZE : (uint32_t)end;
   hak_map_set_range(n, map_size, large_region_tag_base(n));
   /* The old range now reads as zero (its header's magic is gone, so a racing
    * stray free of the old address is caught); it leaves the registry and is
@@ -987,8 +987,7 @@ static hak_large_t *large_map(size_t map_size, size_t map_align, size_t huge_fro
   hak_large_t *l = hak_os_map_aligned(map_size, map_align);
   if (l == NULL) return NULL;
   size_t end = map_size - GUARD;
-  large_hugepage(l, huge_from, huge_to);
-  l->huge_from = (uint32_t)(huge_to > huge_from && large_huge_on() ? huge_from : end);
+  l->huge_from = (uint32_t)(large_hugepage(l, huge_from, huge_to) ? huge_from : end);
   hak_os_protect((char *)l + end, GUARD, false);
   l->map_base = l;
   l->map_size = map_size;
