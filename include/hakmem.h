@@ -49,7 +49,8 @@ typedef struct hak_stats {
   uint64_t superslabs_unmapped;/* SuperSlabs returned to the OS since start */
   uint64_t mapped_bytes;       /* bytes currently mapped (SuperSlabs + large) */
   uint64_t heaps_abandoned;    /* thread heaps abandoned at thread exit */
-  uint64_t superslabs_adopted; /* adoptions of abandoned SuperSlabs (one may be
+  uint64_t superslabs_adopted; /* adoptions of abandoned SuperSlabs, and of
+                                  SuperSlabs taken from parked heaps (one may be
                                   adopted, drained and abandoned again many times) */
   uint64_t foreign_frees;      /* pointers handed to the system allocator */
   /* added later (hakmem 2): */

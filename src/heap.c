@@ -53,6 +53,16 @@ static pthread_key_t heap_key;
  * exits, as in a thread-per-task server, is not worth the move). */
 #define HEIR_WINDOW_MS 1000
 #define HEIR_MIN_FREES 4096
+/* park_steal: how many of the parked heaps it looks at (the oldest), and
+ * how many units of a SuperSlab must be free for it to take that one. */
+#define STEAL_HEAPS 2
+#define STEAL_MIN_FREE (HAK_UNITS / 2)
+
+/* The slabs of a SuperSlab in use, in unit order. */
+#define FOR_EACH_SLAB(ss, s)                                              \
+  for (unsigned u_ = 0; u_ < HAK_UNITS; u_ += (ss)->slabs[u_].span)      \
+    if (((ss)->free_units & (1u << u_)) == 0 && ((s) = &(ss)->slabs[u_]))
+
 
 hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&all_heaps, memory_order_acquire); }
 
@@ -87,10 +97,14 @@ size_t hak_heap_kept_bytes(size_t *runs)
  * parked longer than park_delay_ms, or beyond hak_opt.parked_heaps of them, is
  * abandoned (handed to the living threads as before) by the purger or the
  * next thread that parks, maintains its heap or collects, so its memory and
- * the blocks freed into it are not kept from the living threads.
+ * the blocks freed into it are not kept from the living threads.  A living
+ * thread whose heap has no free unit left takes a mostly free SuperSlab of
+ * one of the heaps parked longest before it maps one (park_steal), so the
+ * pages of threads that finished early serve those still running.
  * Invariants: a heap is on the list (newest first through park_next) iff it
  * was parked and not taken since; its state is then HAK_HEAP_DEAD; the list
- * and every parked heap's fields belong to the holder of park_lock, and a
+ * and every parked heap's fields belong to the holder of park_lock (a
+ * steal holds it, and the heap's lock, while it detaches a SuperSlab), and a
  * heap taken off the list to its taker.  park_count mirrors the list's length
  * (written under the lock; read without it only as a hint). */
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -308,6 +322,89 @@ static void heap_sweep_abandoned(hak_heap_t *h)
   }
 }
 
+/* A SuperSlab of a parked heap, for a living thread whose heap has no free
+ * unit left (park_steal).  A thread that exits early parks a heap whose
+ * free pages wait for the next thread, while the threads still running map
+ * more: bench/mstress, whose threads of unequal work are replaced every
+ * round, held the heaps of its early finishers (mostly empty units) beside
+ * the growing heaps of the others.  Taking one of their SuperSlabs before
+ * mapping reuses those pages; its slabs with live blocks come along (one
+ * owner per slab, as adoption), and the heap's next thread takes what it
+ * still needs from the next parked heap, or maps.
+ * ss of the parked heap p (both ours: park_lock and p's lock held) leaves
+ * p: no remote freer hands a full slab of it to p's delayed list any more,
+ * the blocks of ss already there go back to their slabs (the rest stay for
+ * p's next owner), its slabs leave p's lists, and it is nobody's before
+ * park_lock is released: a thread that takes p then reads the tag again
+ * (hak_free_generic) and frees ss's blocks as remote frees. */
+static void park_detach(hak_heap_t *p, hak_superslab_t *ss)
+{
+  hak_slab_t *s;
+  FOR_EACH_SLAB(ss, s) hak_remote_set_state(s, HAK_RS_NEVER_DELAYED);
+  hak_block_t *b = hak_remote_delayed_take(p), *keep = NULL, *keep_last = NULL;
+  while (b != NULL) {
+    hak_block_t *next = hak_block_next(b);
+    if (hak_ss_of(b) == ss) {
+      hak_slab_push(p, hak_slab_at(b), b);  /* p is DEAD: no list moves (hak_slab_push_slow) */
+    } else {
+      hak_block_set_next(b, keep);
+      keep = b;
+      if (keep_last == NULL) keep_last = b;
+    }
+    b = next;
+  }
+  if (keep != NULL) hak_remote_delayed_putback(p, keep, keep_last);
+  FOR_EACH_SLAB(ss, s) {
+    if (s->state == HAK_SLAB_PARTIAL) hak_partial_remove(p, s);
+    else if (s->state == HAK_SLAB_CUR) p->cur[s->cls] = &hak_slab_sentinel;
+    hak_remote_collect(s, HAK_RS_KEEP_STATE);
+    s->prev = s->next = NULL;
+    s->state = HAK_SLAB_ORPHAN;
+    if (hak_slab_used(s) == 0) hak_ss_free_slab(p, s);
+  }
+  hak_ss_unlink(p, ss);
+  atomic_store_explicit(&ss->owner, NULL, memory_order_relaxed);
+  hak_map_set_range(ss, HAK_SS_SIZE, HAK_TAG_SS);
+}
+
+/* p's SuperSlab with the most free units, if at least STEAL_MIN_FREE. */
+static hak_superslab_t *park_pick(const hak_heap_t *p)
+{
+  hak_superslab_t *best = NULL;
+  int most = STEAL_MIN_FREE - 1;
+  for (hak_superslab_t *ss = p->ss_list; ss != NULL && ss->free_units != 0; ss = ss->next) {
+    int n = __builtin_popcount(ss->free_units);
+    if (n > most) {
+      most = n;
+      best = ss;
+    }
+  }
+  return best;
+}
+
+/* park_pick's SuperSlab of the first of the STEAL_HEAPS heaps parked
+ * longest that has one (not of a heap an heir waits for), detached and
+ * adopted by h.  Returns whether h got one.  The heap stays parked, in its
+ * place. */
+static bool park_steal(hak_heap_t *h)
+{
+  if (atomic_load_explicit(&park_count, memory_order_relaxed) == 0) return false;
+  hak_superslab_t *ss = NULL;
+  pthread_mutex_lock(&park_lock);
+  hak_heap_t *p = park_oldest;
+  for (int i = 0; p != NULL && i < STEAL_HEAPS; i++, p = p->park_prev)
+    if (!atomic_load_explicit(&p->claimed, memory_order_relaxed) && (ss = park_pick(p)) != NULL) break;
+  if (ss != NULL) {
+    bool held = hak_heap_lock(p);  /* the purger's reclaim pass may hold it a moment */
+    park_detach(p, ss);
+    hak_heap_unlock(p, held);
+  }
+  pthread_mutex_unlock(&park_lock);
+  if (ss == NULL) return false;
+  heap_adopt(h, ss);
+  return true;
+}
+
 /* --------------------------------------------------------- maintenance */
 
 /* h's thread no longer waits to inherit (hak_heap_inherit): the heap it
@@ -422,7 +519,13 @@ static void *heap_refill(hak_heap_t *h, size_t cls)
       adopted++;
       continue;
     }
-    s = hak_ss_alloc_slab(h, cls, true);
+    /* Then a SuperSlab of a parked heap before a cached or new one. */
+    s = hak_ss_alloc_slab(h, cls, false);
+    if (s == NULL && adopted < ADOPT_PER_REFILL && park_steal(h)) {
+      adopted++;
+      continue;
+    }
+    if (s == NULL) s = hak_ss_alloc_slab(h, cls, true);
     if (s == NULL) {
       errno = ENOMEM;
       return NULL;
@@ -615,11 +718,6 @@ void *hak_heap_alloc_orphan(size_t cls)
   hak_heap_abandon(t);
   return p;
 }
-
-/* The slabs of a SuperSlab in use, in unit order. */
-#define FOR_EACH_SLAB(ss, s)                                              \
-  for (unsigned u_ = 0; u_ < HAK_UNITS; u_ += (ss)->slabs[u_].span)      \
-    if (((ss)->free_units & (1u << u_)) == 0 && ((s) = &(ss)->slabs[u_]))
 
 /* Thread exit (or a heap left for an inherited one, hak_heap_inherit):
  * hand everything this heap owns to the living threads.

@@ -299,7 +299,8 @@ typedef struct hak_pend {
 
 /* A thread heap.  Everything but `delayed`, `stats` and `lock` is touched
  * only by the thread that owns the heap (a parked heap, see heap.c: by the
- * thread that took it off the parked list, under the list's lock), and,
+ * thread that took it off the parked list, or that takes one of its
+ * SuperSlabs, under the list's lock), and,
  * while the heap's thread is idle, by the purger thread under `lock`: the
  * owner's slow paths hold `lock`, its fast paths (the thread cache, the
  * current slabs' pops) do not, and the purger touches neither (heap.c,

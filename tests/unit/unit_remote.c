@@ -18,6 +18,8 @@
  *    remote free) and its new blocks come from the same SuperSlabs.
  * 2c. Heirs out of order: of two parked heaps, a thread whose first call
  *    frees a block of the one parked last takes that one, not the older.
+ * 2d. A living thread that runs out of room takes a SuperSlab of a parked
+ *    heap (mostly free, one live block in it) before it maps one.
  * 3. Ping-pong: two threads allocate blocks and hand them to each other to
  *    check and free; every block is a remote free, contents intact, counters
  *    balanced at the end.
@@ -404,6 +406,88 @@ static void test_heir_newest(void) {
   free(by);
 }
 
+/* 2d. X allocates a SuperSlab's worth of blocks and frees all but a few,
+ * Y starts (one block: a heap of its own), X exits (its heap is parked:
+ * one mostly free SuperSlab, pinned by the blocks it kept), then Y
+ * allocates more than its own SuperSlab holds: the rest comes from X's
+ * SuperSlab, no SuperSlab is mapped meanwhile. */
+enum { STEAL_SIZE = 1000, STEAL_X = 1800, STEAL_Y = 3000, STEAL_KEEP = 600 };
+struct steal_job {
+  void **blocks;
+  size_t n;
+  sem_t ready, go;
+  bool failed;
+};
+
+static void *steal_x(void *arg) {
+  struct steal_job *j = arg;
+  for (size_t i = 0; i < STEAL_X; i++)
+    if ((j->blocks[i] = hak_malloc(STEAL_SIZE)) == NULL) j->failed = true;
+  for (size_t i = 0; i < STEAL_X; i++)
+    if (i % STEAL_KEEP != 0) hak_free(j->blocks[i]);
+  sem_post(&j->ready);
+  while (sem_wait(&j->go) != 0) {
+  }
+  return NULL;
+}
+
+static void *steal_y(void *arg) {
+  struct steal_job *j = arg;
+  void *first = hak_malloc(STEAL_SIZE);
+  if (first == NULL) j->failed = true;
+  sem_post(&j->ready);
+  while (sem_wait(&j->go) != 0) {
+  }
+  for (size_t i = 0; i < STEAL_Y; i++)
+    if ((j->blocks[i] = hak_malloc(STEAL_SIZE)) == NULL) j->failed = true;
+  for (size_t i = 0; i < STEAL_Y; i++) hak_free(j->blocks[i]);
+  hak_free(first);
+  return NULL;
+}
+
+static void test_steal_parked(void) {
+  ts_check_begin("a living thread out of room takes a parked heap's SuperSlab before it maps one");
+  void **bx = calloc(STEAL_X, sizeof(void *)), **by = calloc(STEAL_Y, sizeof(void *));
+  REQUIRE(bx != NULL && by != NULL, "test's own malloc failed");
+  hak_collect(); /* no parked heap, no cached SuperSlab is left from the tests before */
+  struct steal_job xj = {.blocks = bx}, yj = {.blocks = by};
+  REQUIRE(sem_init(&xj.ready, 0, 0) == 0 && sem_init(&xj.go, 0, 0) == 0 && sem_init(&yj.ready, 0, 0) == 0 &&
+              sem_init(&yj.go, 0, 0) == 0,
+          "sem_init");
+  pthread_t tx, ty;
+  REQUIRE(pthread_create(&tx, NULL, steal_x, &xj) == 0, "pthread_create");
+  sem_wait(&xj.ready);
+  REQUIRE(pthread_create(&ty, NULL, steal_y, &yj) == 0, "pthread_create");
+  sem_wait(&yj.ready);
+  sem_post(&xj.go);
+  pthread_join(tx, NULL); /* X's heap is parked */
+  hak_stats_t s0 = ts_stats_now();
+  sem_post(&yj.go);
+  pthread_join(ty, NULL);
+  hak_stats_t s1 = ts_stats_now();
+  REQUIRE(!xj.failed && !yj.failed, "allocation of blocks of %d failed", STEAL_SIZE);
+  size_t in_x = 0;
+  for (size_t i = 0; i < STEAL_Y; i++)
+    for (size_t k = 0; k < STEAL_X; k += STEAL_KEEP)
+      if ((uintptr_t)by[i] >> 21 == (uintptr_t)bx[k] >> 21) {
+        in_x++;
+        break;
+      }
+  CHECK(in_x >= STEAL_Y / 4, "only %zu of Y's %d blocks are in the parked heap's SuperSlab", in_x, STEAL_Y);
+  CHECK(s1.superslabs_mapped == s0.superslabs_mapped, "%llu SuperSlabs mapped while Y allocated",
+        (unsigned long long)(s1.superslabs_mapped - s0.superslabs_mapped));
+  for (size_t k = 0; k < STEAL_X; k += STEAL_KEEP) hak_free(bx[k]);
+  printf("   %zu of Y's %d blocks in the parked heap's SuperSlab, SuperSlabs mapped +%llu, adopted +%llu\n", in_x,
+         STEAL_Y, (unsigned long long)(s1.superslabs_mapped - s0.superslabs_mapped),
+         (unsigned long long)(s1.superslabs_adopted - s0.superslabs_adopted));
+  sem_destroy(&xj.ready);
+  sem_destroy(&xj.go);
+  sem_destroy(&yj.ready);
+  sem_destroy(&yj.go);
+  free(bx);
+  free(by);
+}
+
 /* A successor created by a thread that returns right after, unjoined (as in
  * larson): its first free names its creator's heap while the creator still
  * runs, so it cannot take that heap then.  Once the creator has exited, the
@@ -729,6 +813,7 @@ int main(void) {
   test_owner_gone();
   test_heir();
   test_heir_newest();
+  test_steal_parked();
   test_successor_inherits();
   test_ping_pong();
   test_realloc_first_call();
