@@ -924,11 +924,10 @@ void hak_heap_lock_wait(hak_heap_t *h)
  * row gives back all. */
 static bool heap_reclaim(hak_heap_t *h)
 {
-  bool kept = hak_large_kept_release(h);
   uint32_t n = hak_partial_take_back(h);
   uint32_t dirty = h->dirty_units;
   hak_ss_purge(h, h->reclaim_idle++ != 0);
-  return kept || n != 0 || dirty != 0;
+  return n != 0 || dirty != 0;
 }
 
 bool hak_heap_reclaim_idle(void)
@@ -939,7 +938,12 @@ bool hak_heap_reclaim_idle(void)
     /* A kept large run (large.c) that two passes in a row found there went
      * unused for a pass: back to the arenas, busy heap or not (any thread
      * may take it: an exchange).  A busy thread that never refills would
-     * keep it otherwise. */
+     * keep it otherwise.  Only then, not at the first look that finds the
+     * heap idle: a thread that only allocates large blocks takes no heap
+     * lock, so it looks idle, and the put that kept the run rings the
+     * purger; a run taken from its slot at that ring was in neither the
+     * slot nor the arenas while the thread's next malloc looked for pages
+     * (unit_large's split-and-merge test under TSan). */
     struct hak_large *kept = atomic_load_explicit(&h->large_kept, memory_order_relaxed);
     if (kept != NULL && kept == h->reclaim_kept && hak_large_kept_release(h)) kept = NULL;
     h->reclaim_kept = kept;

@@ -1147,10 +1147,10 @@ static void arena_run_give(hak_large_t *l)
  * default alignment; not calloc, which the arenas zero where dirty) takes
  * it back without a lock.  A malloc that does not fit gives it back to the
  * arenas; so do the thread's exit, a collect (malloc_trim), the heap's
- * maintenance (at most every purge delay, from small-block refills), the
- * purger's pass over an idle heap, and its next pass that finds the same
- * run kept (heap.c, hak_heap_reclaim_idle), so a thread holds at most one
- * run, for about a purge delay unless it reuses it.  A kept run stays in
+ * maintenance (at most every purge delay, from small-block refills), and
+ * the purger's second pass in a row that finds the same run kept (heap.c,
+ * hak_heap_reclaim_idle), so a thread holds at most one run, for about a
+ * purge delay unless it reuses it.  A kept run stays in
  * the live totals (large_publish) until it is given back; the statistics
  * count it as cached (hak_heap_kept_bytes). */
 #define KEEP_MAX HAK_SS_SIZE

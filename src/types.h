@@ -314,8 +314,9 @@ typedef struct hak_pend {
  *   heap        cur, tag, state, maintained_ms, pool_link, all_next,
  *               park_prev, park_next, parked_ms, parked_cpu, parked,
  *               claimed, heir_tag, heir_ms, lock, reclaim_seen, reclaim_skip,
- *               reclaim_backoff, reclaim_idle; heir_frees (through heap.h's inline
- *               functions)
+ *               reclaim_backoff, reclaim_idle, reclaim_kept; heir_frees (through
+ *               heap.h's inline functions)
+ *   large       large_kept, large_kept_bytes
  *   tcache      tcache, tcache_room, tcache_grown
  *   partial     partial
  *   superslab   owned, ss_list, ss_tail, unused_ss, dirty_units, swept_ms,
