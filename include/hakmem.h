@@ -32,7 +32,10 @@ void   hak_free_aligned_sized(void *p, size_t alignment, size_t size);
 
 /* Process-wide counters.  Totals cover every thread, exited ones included;
  * the contributions of threads still running are read without stopping them,
- * so they are exact only when those threads are quiescent.  The block counts
+ * so they are exact only when those threads are quiescent, but never count
+ * a block twice: a thread that exits meanwhile moves its counts into the
+ * totals, and a snapshot that saw the move sums again, so allocs and frees
+ * never go down from one snapshot to the next.  The block counts
  * (allocs, frees, remote_frees, live_bytes, large_*, foreign_frees, slabs)
  * are kept only when the environment has HAKMEM_STATS=1 or 2 at start-up
  * (they cost two counter updates per malloc+free); the mapping counters

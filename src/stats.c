@@ -23,10 +23,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "stats.h"
@@ -270,15 +272,54 @@ static void fold_remote(hak_heap_t *h)
   if (hak_stats_name_is_set(w) || tid == getpid()) names_put(id, w, tid);
 }
 
+/* Folds begun and ended (a sequence lock with any number of writers, whom
+ * nothing else orders): a sum that began with the two equal and ends with
+ * fold_begun unchanged saw no fold.  The release fence after the begin
+ * pairs with the reader's acquire fence before its second look: a reader
+ * that read any count a fold moved then sees that fold begun. */
+static _Atomic(uint64_t) fold_begun, fold_ended;
+
+#define SUM_WAIT_NS 100000000L  /* how long a reader waits for folds under way */
+
+static int64_t mono_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+uint64_t hak_stats_sum_begin(void)
+{
+  int64_t deadline = 0;
+  for (;;) {
+    uint64_t ended = atomic_load_explicit(&fold_ended, memory_order_acquire);
+    uint64_t begun = atomic_load_explicit(&fold_begun, memory_order_acquire);
+    if (begun == ended) return begun;
+    /* A folding thread may wait for a CPU for a scheduler tick or more. */
+    if (deadline == 0) deadline = mono_ns() + SUM_WAIT_NS;
+    else if (mono_ns() > deadline) return begun;
+    sched_yield();
+  }
+}
+
+bool hak_stats_sum_again(uint64_t token)
+{
+  atomic_thread_fence(memory_order_acquire);
+  return atomic_load_explicit(&fold_begun, memory_order_relaxed) != token;
+}
+
 /* Thread exit: move the heap's counts into the totals and zero them. */
 void hak_stats_fold(hak_heap_t *h)
 {
+  atomic_fetch_add_explicit(&fold_begun, 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
   hak_counter_t *c = (hak_counter_t *)&h->stats, *g = (hak_counter_t *)&hak_gstats.folded;
   for (size_t i = 0; i < sizeof h->stats / sizeof *c; i++) {
     uint64_t v = hak_counter_read(&c[i]);
     if (v != 0) hak_gcount(&g[i], v);
     atomic_store_explicit(&c[i], 0, memory_order_relaxed);
   }
+  atomic_fetch_add_explicit(&fold_ended, 1, memory_order_release);
   fold_remote(h);
 }
 

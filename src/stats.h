@@ -28,6 +28,14 @@ static inline void hak_count_at(hak_heap_t *h, size_t offset, uint64_t n)
   else hak_gcount((hak_counter_t *)((char *)&hak_gstats.folded + offset), n);
 }
 void hak_stats_fold(hak_heap_t *h);        /* thread exit: into the totals */
+/* A sum over the heaps' counters and the folded totals counts a heap that
+ * folds meanwhile twice (its counters read before the fold, the totals
+ * after).  hak_stats_sum_begin returns a token once no fold is under way;
+ * after the sum, hak_stats_sum_again says whether one ran meanwhile (sum
+ * again).  A reader gives up waiting after a while (a fork child whose
+ * folding thread is gone) and takes the sum as it is. */
+uint64_t hak_stats_sum_begin(void);
+bool hak_stats_sum_again(uint64_t token);
 void hak_stats_heap_start(hak_heap_t *h);  /* a heap starts serving a thread */
 void hak_stats_init(void);   /* after options: keep a descriptor for the report */
 /* HAKMEM_STATS=2, a free by heap h (maybe not live) of a block whose slab or

@@ -86,6 +86,8 @@ static void thread_label(uint32_t id, char out[24])
 
 /* ------------------------------------------------------------------- sums */
 
+#define TOTALS_TRIES 100  /* sums begun again while threads fold; then the last is taken */
+
 typedef struct {
   uint64_t allocs[HAK_NUM_CLASSES], frees[HAK_NUM_CLASSES], slabs[HAK_NUM_CLASSES];
   uint64_t remote, large_allocs, large_frees, large_in, large_out, foreign, trail_in, trail_out;
@@ -108,11 +110,17 @@ static void add_stats(totals_t *t, const hak_heap_stats_t *s)
   t->trail_out += hak_counter_read(&s->trail_out);
 }
 
+/* Every heap's counts and the folded ones, each block once: summed again
+ * if a thread folded its heap meanwhile (hak_stats_sum_again). */
 static void totals(totals_t *t)
 {
-  memset(t, 0, sizeof *t);
-  for (hak_heap_t *h = hak_heap_list(); h != NULL; h = h->all_next) add_stats(t, &h->stats);
-  add_stats(t, &hak_gstats.folded);
+  for (int tries = 0;; tries++) {
+    uint64_t token = hak_stats_sum_begin();
+    memset(t, 0, sizeof *t);
+    for (hak_heap_t *h = hak_heap_list(); h != NULL; h = h->all_next) add_stats(t, &h->stats);
+    add_stats(t, &hak_gstats.folded);
+    if (!hak_stats_sum_again(token) || tries == TOTALS_TRIES) break;
+  }
   /* A twin (size_class.h, hak_class_twin) counts as its class. */
   for (size_t c = HAK_NUM_SIZES; c < HAK_NUM_CLASSES; c++) {
     size_t b = hak_size_class(hak_class_size[c]);

@@ -12,12 +12,17 @@
  *    malloc: read again at exit) and hold the exact counts; the threads
  *    that exited keep their rows.  With HAKMEM_STATS=1 the report is the one
  *    summary line only; with HAKMEM_STATS unset, nothing.
+ * 3. Snapshots while threads exit: a thread's exit folds its heap's counts
+ *    into the process totals, and a snapshot taken meanwhile must count
+ *    them once: allocs and frees never go down from one snapshot to the
+ *    next while threads come and go.
  * stdio and pthreads use the C library's malloc here (hakmem serves only
  * hak_*), so the counts are the test's own.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +34,7 @@
 #include "hakmem.h"
 #include "support/check.h"
 #include "support/child.h"
+#include "support/clock.h"
 #include "support/hak.h"
 
 #define KiB ((size_t)1024)
@@ -456,6 +462,59 @@ static void test_report(void)
   CHECK(rc == 0 && out[0] == 0, "without HAKMEM_STATS: exit %d, stderr:\n%s", rc, out);
 }
 
+/* 3. Threads that allocate and free a few hundred blocks and exit, one
+ * after another, while the main thread takes snapshots. */
+static _Atomic(bool) churn_stop;
+
+static void *churn_one(void *arg)
+{
+  (void)arg;
+  void *b[256];
+  for (int i = 0; i < 256; i++) b[i] = hak_malloc(16 + (size_t)i * 8);
+  for (int i = 0; i < 256; i++) hak_free(b[i]);
+  return NULL;
+}
+
+static void *churn_threads(void *arg)
+{
+  unsigned *made = arg;
+  while (!atomic_load(&churn_stop)) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, churn_one, NULL) != 0) continue;
+    pthread_join(t, NULL);
+    (*made)++;
+  }
+  return NULL;
+}
+
+static void test_snapshots_while_exiting(void)
+{
+  ts_check_begin("snapshots while threads exit count each thread's blocks once");
+  unsigned made = 0;
+  atomic_store(&churn_stop, false);
+  pthread_t c;
+  REQUIRE(pthread_create(&c, NULL, churn_threads, &made) == 0, "pthread_create");
+  hak_stats_t last = ts_stats_now();
+  unsigned long drops = 0, snapshots = 0;
+  uint64_t worst = 0;
+  double t0 = ts_now_ms();
+  while (ts_now_ms() - t0 < 1000) {
+    hak_stats_t s = ts_stats_now();
+    snapshots++;
+    if (s.allocs < last.allocs || s.frees < last.frees) {
+      drops++;
+      uint64_t d = s.frees < last.frees ? last.frees - s.frees : last.allocs - s.allocs;
+      if (d > worst) worst = d;
+    }
+    last = s;
+  }
+  atomic_store(&churn_stop, true);
+  pthread_join(c, NULL);
+  CHECK(drops == 0, "%lu of %lu snapshots counted fewer blocks than the one before (by up to %llu): a thread's "
+        "counts seen twice while it folded them", drops, snapshots, (unsigned long long)worst);
+  printf("   %lu snapshots while %u threads came and went\n", snapshots, made);
+}
+
 int main(int argc, char **argv)
 {
   if (argc > 1 && strcmp(argv[1], "scenario") == 0) return scenario();
@@ -468,5 +527,6 @@ int main(int argc, char **argv)
   test_print();
   test_resident();
   test_report();
+  test_snapshots_while_exiting();
   return ts_check_finish("unit_stats");
 }
