@@ -322,6 +322,28 @@ static void heap_sweep_abandoned(hak_heap_t *h)
   }
 }
 
+/* Every slab of ss (h's, out of h's lists) an orphan: its remote frees
+ * taken, the empty ones freed; an adopter sorts the rest (heap_adopt). */
+static void ss_orphan_slabs(hak_heap_t *h, hak_superslab_t *ss)
+{
+  hak_slab_t *s;
+  FOR_EACH_SLAB(ss, s) {
+    hak_remote_collect(s, HAK_RS_KEEP_STATE);
+    s->prev = s->next = NULL;
+    s->state = HAK_SLAB_ORPHAN;
+    if (hak_slab_used(s) == 0) hak_ss_free_slab(h, s);
+  }
+}
+
+/* ss leaves h and is nobody's.  Order: the tag changes before ss is
+ * anyone else's to take, so an adopter's tag is never overwritten by ours. */
+static void ss_disown(hak_heap_t *h, hak_superslab_t *ss)
+{
+  hak_ss_unlink(h, ss);
+  atomic_store_explicit(&ss->owner, NULL, memory_order_relaxed);
+  hak_map_set_range(ss, HAK_SS_SIZE, HAK_TAG_SS);
+}
+
 /* A SuperSlab of a parked heap, for a living thread whose heap has no free
  * unit left (park_steal).  A thread that exits early parks a heap whose
  * free pages wait for the next thread, while the threads still running map
@@ -341,30 +363,13 @@ static void park_detach(hak_heap_t *p, hak_superslab_t *ss)
 {
   hak_slab_t *s;
   FOR_EACH_SLAB(ss, s) hak_remote_set_state(s, HAK_RS_NEVER_DELAYED);
-  hak_block_t *b = hak_remote_delayed_take(p), *keep = NULL, *keep_last = NULL;
-  while (b != NULL) {
-    hak_block_t *next = hak_block_next(b);
-    if (hak_ss_of(b) == ss) {
-      hak_slab_push(p, hak_slab_at(b), b);  /* p is DEAD: no list moves (hak_slab_push_slow) */
-    } else {
-      hak_block_set_next(b, keep);
-      keep = b;
-      if (keep_last == NULL) keep_last = b;
-    }
-    b = next;
-  }
-  if (keep != NULL) hak_remote_delayed_putback(p, keep, keep_last);
+  hak_partial_drain_delayed_of(p, ss);  /* p is DEAD: no list moves (hak_slab_push_slow) */
   FOR_EACH_SLAB(ss, s) {
     if (s->state == HAK_SLAB_PARTIAL) hak_partial_remove(p, s);
     else if (s->state == HAK_SLAB_CUR) p->cur[s->cls] = &hak_slab_sentinel;
-    hak_remote_collect(s, HAK_RS_KEEP_STATE);
-    s->prev = s->next = NULL;
-    s->state = HAK_SLAB_ORPHAN;
-    if (hak_slab_used(s) == 0) hak_ss_free_slab(p, s);
   }
-  hak_ss_unlink(p, ss);
-  atomic_store_explicit(&ss->owner, NULL, memory_order_relaxed);
-  hak_map_set_range(ss, HAK_SS_SIZE, HAK_TAG_SS);
+  ss_orphan_slabs(p, ss);
+  ss_disown(p, ss);
 }
 
 /* p's SuperSlab with the most free units, if at least STEAL_MIN_FREE. */
@@ -749,12 +754,7 @@ static void heap_give_up(hak_heap_t *h, bool idle)
   hak_superslab_t *next;
   for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
     next = ss->next;
-    FOR_EACH_SLAB(ss, s) {
-      hak_remote_collect(s, HAK_RS_KEEP_STATE);
-      s->prev = s->next = NULL;
-      s->state = HAK_SLAB_ORPHAN;
-      if (hak_slab_used(s) == 0) hak_ss_free_slab(h, s);
-    }
+    ss_orphan_slabs(h, ss);
     if (hak_ss_unused(ss)) hak_ss_release(h, ss);
   }
   /* Free pages of SuperSlabs about to be abandoned: nobody owns them until an
@@ -766,11 +766,7 @@ static void heap_give_up(hak_heap_t *h, bool idle)
   hak_ss_purge(h, idle || (size_t)h->dirty_units * HAK_UNIT_SIZE > ABANDON_KEEP_DIRTY);
   for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = next) {
     next = ss->next;
-    hak_ss_unlink(h, ss);
-    /* Order: the tag changes before the SuperSlab is visible on the stack,
-     * so an adopter's tag is never overwritten by ours. */
-    atomic_store_explicit(&ss->owner, NULL, memory_order_relaxed);
-    hak_map_set_range(ss, HAK_SS_SIZE, HAK_TAG_SS);
+    ss_disown(h, ss);  /* before it is on the stack */
     hak_handoff_abandon(ss);
   }
   hak_stats_fold(h);

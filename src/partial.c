@@ -77,12 +77,13 @@ void hak_slab_push_slow(hak_heap_t *h, hak_slab_t *s)
   }
 }
 
-/* Free every block other threads handed over through the delayed list
- * (remote.c).  A block whose slab is still DELAYED_FREEING (its freer has
- * not finished) is put back for the next drain, so the slab is never freed
- * under the freer; so is, for the purger, a block of a current slab.
- * Returns the number of blocks freed. */
-uint32_t hak_partial_drain_delayed(hak_heap_t *h)
+/* Free the blocks other threads handed over through the delayed list
+ * (remote.c): every one, or (only != NULL) those of SuperSlab `only`.  A
+ * block whose slab is still DELAYED_FREEING (its freer has not finished) is
+ * put back for the next drain, so the slab is never freed under the freer;
+ * so is, for the purger, a block of a current slab, and a block of another
+ * SuperSlab than `only`.  Returns the number of blocks freed. */
+static uint32_t drain_delayed(hak_heap_t *h, const hak_superslab_t *only)
 {
   hak_block_t *b = hak_remote_delayed_take(h);
   hak_block_t *later = NULL, *later_tail = NULL;
@@ -90,7 +91,8 @@ uint32_t hak_partial_drain_delayed(hak_heap_t *h)
   while (b != NULL) {
     hak_block_t *next = hak_block_next(b);
     hak_slab_t *s = hak_slab_at(b);
-    if (hak_remote_handing_over(s) || (s->state == HAK_SLAB_CUR && by_purger(h))) {
+    if ((only != NULL && hak_ss_of(b) != only) || hak_remote_handing_over(s) ||
+        (s->state == HAK_SLAB_CUR && by_purger(h))) {
       hak_block_set_next(b, later);
       later = b;
       if (later_tail == NULL) later_tail = b;
@@ -103,6 +105,10 @@ uint32_t hak_partial_drain_delayed(hak_heap_t *h)
   if (later != NULL) hak_remote_delayed_putback(h, later, later_tail);
   return n;
 }
+
+uint32_t hak_partial_drain_delayed(hak_heap_t *h) { return drain_delayed(h, NULL); }
+
+uint32_t hak_partial_drain_delayed_of(hak_heap_t *h, const hak_superslab_t *ss) { return drain_delayed(h, ss); }
 
 /* Release the partial slabs of class c whose remaining blocks all wait on
  * their remote stacks (collected only then: no list walk, hak_remote_collect),

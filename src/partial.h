@@ -70,8 +70,10 @@ void hak_partial_reset(hak_heap_t *h);    /* every list empty */
 /* An empty slab, out of every list, leaves the heap (and its SuperSlab,
  * if empty beyond the reserve). */
 void hak_partial_release(hak_heap_t *h, hak_slab_t *s);
-/* Free the blocks other threads handed over through the delayed list. */
+/* Free the blocks other threads handed over through the delayed list; _of:
+ * only those of SuperSlab ss, the others stay on the list. */
 uint32_t hak_partial_drain_delayed(hak_heap_t *h);
+uint32_t hak_partial_drain_delayed_of(hak_heap_t *h, const hak_superslab_t *ss);
 /* Release class c's partial slabs whose blocks all wait on their remote
  * stacks. */
 uint32_t hak_partial_sweep(hak_heap_t *h, size_t c);

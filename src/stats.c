@@ -28,11 +28,11 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "stats.h"
 #include "options.h"
+#include "os.h"
 
 hak_global_stats_t hak_gstats;
 
@@ -279,25 +279,18 @@ static void fold_remote(hak_heap_t *h)
  * that read any count a fold moved then sees that fold begun. */
 static _Atomic(uint64_t) fold_begun, fold_ended;
 
-#define SUM_WAIT_NS 100000000L  /* how long a reader waits for folds under way */
-
-static int64_t mono_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
+#define SUM_WAIT_MS 100  /* how long a reader waits for folds under way */
 
 uint64_t hak_stats_sum_begin(void)
 {
-  int64_t deadline = 0;
+  uint64_t deadline = 0;
   for (;;) {
     uint64_t ended = atomic_load_explicit(&fold_ended, memory_order_acquire);
     uint64_t begun = atomic_load_explicit(&fold_begun, memory_order_acquire);
     if (begun == ended) return begun;
     /* A folding thread may wait for a CPU for a scheduler tick or more. */
-    if (deadline == 0) deadline = mono_ns() + SUM_WAIT_NS;
-    else if (mono_ns() > deadline) return begun;
+    if (deadline == 0) deadline = hak_os_now_ms() + SUM_WAIT_MS;
+    else if (hak_os_now_ms() > deadline) return begun;
     sched_yield();
   }
 }
