@@ -26,6 +26,15 @@
  *    where N is the mallocs performed (the frees are not counted) per
  *    second of the timed window, and T is 1e9 / N.
  *
+ * Memory: as in the original, the slices (its thread_data, field for
+ * field) are an array on main's stack and the table of blocks is static;
+ * none comes from the allocator under test.  Where one slice's counters,
+ * bumped every iteration, share a cache line with the fields the next
+ * slice's thread reads every iteration decides much of the loop's time:
+ * with the counters at the end of each slice instead of its start, and
+ * the slices from calloc, the loop at 2 threads ran at half the original's
+ * speed under every allocator.
+ *
  * Random numbers: the original's lran2 (Wolfram Gloger's generator), seeded
  * from `seed` for main, and from main's stream for each slice, in the
  * original's order, so the block sizes and victims are the original's.
@@ -86,24 +95,40 @@ static inline long lran2(lran2_t *d)
 
 /* ----------------------------------------------------------------- slices */
 
-/* One slice of the blocks and the chain of threads that works on it.  The
- * fields but `finished` and `alive` belong to the slice's current thread;
- * a thread hands them to its successor by creating it (pthread_create
- * orders the two).  The counters are relaxed atomics, so that main may read
- * them while a late successor runs (as the original reads them). */
+/* One slice of the blocks and the chain of threads that works on it: the
+ * original's thread_data, field for field and in its order, so that the
+ * slices' fields share cache lines as the original's do (the counters a
+ * thread bumps every iteration sit near the start of its slice, the
+ * generator's state at its end).  `alive` is ours, in the padding after
+ * `finished`, so the size is the original's.  The fields but `finished`
+ * and `alive` belong to the slice's current thread; a thread hands them to
+ * its successor by creating it (pthread_create orders the two).  The
+ * counters are relaxed atomics, so that main may read them while a late
+ * successor runs (as the original reads them). */
 typedef struct slice {
+    int threadno;
+    int num_blocks;         /* iterations per thread */
+    int seed;
+    int min_size, max_size;
     char **array;
     size_t *blksize;
-    long asize;
-    long num_blocks;        /* iterations per thread */
-    long min_size, range;
-    lran2_t rgen;
+    int asize;
     atomic_long allocs, frees, threads;
+    long bytes_alloced;     /* the original's, never written */
     atomic_int finished;    /* the current thread left its loop */
     atomic_int alive;       /* threads created and not yet returned */
+    lran2_t rgen;
 } slice_t;
 
+_Static_assert(sizeof(slice_t) == 880, "a slice is the size of the original's thread_data");
+
+#define MAX_THREADS 1024    /* the original's is 100 */
+#define MAX_BLOCKS 1000000  /* the original's */
+
 static atomic_int stopflag;
+/* The blocks of all slices and their sizes: static, as the original's. */
+static char *blkp[MAX_BLOCKS];
+static size_t blksize[MAX_BLOCKS];
 static atomic_long spawn_failures;
 
 static void *exercise_heap(void *arg);
@@ -135,12 +160,13 @@ static void *exercise_heap(void *arg)
     }
     atomic_store_explicit(&s->finished, 0, memory_order_relaxed);
     bump(&s->threads);
+    int range = s->max_size - s->min_size;
 
-    for (long cblks = 0; cblks < s->num_blocks; cblks++) {
-        long victim = lran2(&s->rgen) % s->asize;
+    for (int cblks = 0; cblks < s->num_blocks; cblks++) {
+        int victim = (int)(lran2(&s->rgen) % s->asize);
         free(s->array[victim]);
         bump(&s->frees);
-        size_t blk_size = (size_t)(s->range == 0 ? s->min_size : s->min_size + lran2(&s->rgen) % s->range);
+        size_t blk_size = (size_t)(range == 0 ? s->min_size : s->min_size + lran2(&s->rgen) % range);
         char *p = malloc(blk_size);
         s->array[victim] = p;
         s->blksize[victim] = blk_size;
@@ -227,23 +253,24 @@ int main(int argc, char **argv)
     long sleep_cnt = parse_long(argv[1], "sleep_cnt", 1, 3600);
     long min_size = parse_long(argv[2], "min_size", 2, 1L << 30);  /* byte 1 is written */
     long max_size = parse_long(argv[3], "max_size", 2, 1L << 30);
-    long chperthread = parse_long(argv[4], "chunks_per_thread", 1, 1L << 24);
-    long num_rounds = parse_long(argv[5], "rounds", 1, 1L << 30);
+    long chperthread = parse_long(argv[4], "chunks_per_thread", 1, MAX_BLOCKS);
+    long num_rounds = parse_long(argv[5], "rounds", 1, INT_MAX);
     long seed = parse_long(argv[6], "seed", INT_MIN, INT_MAX);
-    long num_threads = parse_long(argv[7], "threads", 1, 1024);
+    long num_threads = parse_long(argv[7], "threads", 1, MAX_THREADS);
     if (max_size < min_size) {
         fprintf(stderr, "larson: need min_size <= max_size (sizes are drawn from [min, max))\n");
         return 2;
     }
     long range = max_size - min_size;
     long num_chunks = num_threads * chperthread;
-    char **blkp = calloc((size_t)num_chunks, sizeof *blkp);
-    size_t *blksize = calloc((size_t)num_chunks, sizeof *blksize);
-    slice_t *de_area = calloc((size_t)num_threads, sizeof *de_area);
-    if (blkp == NULL || blksize == NULL || de_area == NULL) {
-        fprintf(stderr, "larson: out of memory for %ld blocks\n", num_chunks);
-        return 1;
+    if (num_chunks > MAX_BLOCKS || num_rounds * chperthread > INT_MAX) {
+        fprintf(stderr, "larson: at most %d chunks in all and %d iterations a thread\n", MAX_BLOCKS, INT_MAX);
+        return 2;
     }
+    /* As in the original: the slices on main's stack, the blocks' table in
+     * static storage, none of them from the allocator under test. */
+    slice_t de_area[MAX_THREADS];
+    memset(de_area, 0, sizeof de_area);
 
     lran2_t rgen;
     lran2_init(&rgen, seed);
@@ -253,15 +280,17 @@ int main(int argc, char **argv)
         slice_t *s = &de_area[i];
         s->array = &blkp[i * chperthread];
         s->blksize = &blksize[i * chperthread];
-        s->asize = chperthread;
-        s->num_blocks = num_rounds * chperthread;
-        s->min_size = min_size;
-        s->range = range;
-        lran2_init(&s->rgen, lran2(&rgen));
+        s->threadno = (int)i + 1;
+        s->num_blocks = (int)(num_rounds * chperthread);
+        s->asize = (int)chperthread;
+        s->min_size = (int)min_size;
+        s->max_size = (int)max_size;
+        s->seed = (int)lran2(&rgen);
+        lran2_init(&s->rgen, s->seed);
         int rc = start_thread(s);
         if (rc != 0) {
             fprintf(stderr, "larson: pthread_create: %s\n", strerror(rc));
-            return 1;
+            exit(1);  /* not return: the slices on this frame stay valid for the threads started */
         }
     }
     double start = ts_now();
