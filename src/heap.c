@@ -169,8 +169,8 @@ static hak_heap_t *park_oldest_here(void)
   return (a > b ? a - b : b - a) * 4 <= b ? h : o;
 }
 
-/* A parked heap for a new thread, off the list: `want` if it is the heap
- * parked last (the heap that owns the block the thread freed first, see
+/* A parked heap for a new thread, off the list: `want` if it is parked (the
+ * heap that owns the block the thread freed first, see
  * hak_heap_thread_get), else the heap parked longest, or the next one if
  * its thread exited on this CPU (park_oldest_here).
  *  - First in, first out, so that with many threads exiting and starting
@@ -180,16 +180,17 @@ static hak_heap_t *park_oldest_here(void)
  *    last thread ran on, and a thread on another CPU that takes it pulls
  *    every line it reuses from there (bench/mstress at 2 threads, whose
  *    threads are replaced every round: 1.13x with this CPU's heap).
- *  - `want` only if newest: a successor frees its predecessor's blocks
- *    right after the predecessor parked; taking any parked heap a first
- *    free named (where that block may be anyone's, as in
- *    bench/turnover.c) holds the older heaps back longer and raises peak
- *    RSS. */
+ *  - `want` wherever it is on the list: a thread that starts by freeing
+ *    another's blocks (bench/larson's successors) frees them into its own
+ *    heap instead of remotely, whichever threads parked after it; taking
+ *    `want` only if it was parked last, larson at 4 threads gave 36 of 340
+ *    successors another heap, which made 5 M more remote frees in 2 s
+ *    (1.8% of the time, bench/results/history.md). */
 static hak_heap_t *park_take(hak_heap_t *want)
 {
   if (atomic_load_explicit(&park_count, memory_order_relaxed) == 0) return NULL;
   pthread_mutex_lock(&park_lock);
-  hak_heap_t *h = want != NULL && want == park_newest ? want : park_oldest_here();
+  hak_heap_t *h = want != NULL && atomic_load_explicit(&want->parked, memory_order_relaxed) ? want : park_oldest_here();
   /* Not one an heir waits for (hak_heap_inherit). */
   while (h != NULL && h != want && atomic_load_explicit(&h->claimed, memory_order_relaxed)) h = h->park_prev;
   if (h != NULL) park_unlink(h);
@@ -597,8 +598,8 @@ static hak_heap_t *heap_new(void)
   return h;
 }
 
-/* A heap for a thread: a parked one as it is (warm; `want` if it is the
- * heap parked last), else an empty one. */
+/* A heap for a thread: a parked one as it is (warm; `want` if it is
+ * parked), else an empty one. */
 static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
 {
   hak_heap_t *p = warm ? park_take(want) : NULL;
@@ -648,8 +649,8 @@ hak_heap_t *hak_heap_thread_start(hak_heap_t *want) { return thread_start(true, 
  * whose first call is a free (a consumer that only frees) gets a heap, so
  * its counts stay in its own cache lines instead of every such thread
  * adding to the same global counters on every free.  `tag` is the registry
- * tag of the block being freed: if it names the heap parked last, the
- * thread takes that one (park_take), so a thread that carries on with the
+ * tag of the block being freed: if it names a parked heap, the thread
+ * takes that one (park_take), so a thread that carries on with the
  * blocks of the thread that created it and exited (a server's connection
  * handed to a new thread; bench/larson) frees them into its own heap rather
  * than, having got another parked heap, into that heap's slabs remotely

@@ -49,14 +49,14 @@ static inline void hak_heap_unlock(hak_heap_t *h, bool held)
  * NULL (errno ENOMEM) if no memory. */
 void *hak_heap_refill(hak_heap_t *h, size_t cls);
 /* A live heap for the calling thread, which has none: a parked one (want
- * if it was parked last) or a new one; NULL on ENOMEM. */
+ * if it is parked) or a new one; NULL on ENOMEM. */
 hak_heap_t *hak_heap_thread_start(hak_heap_t *want);
 /* A block of class cls for a thread whose heap was abandoned (a TLS
  * destructor's malloc after the heap's): from a heap made for it alone and
  * abandoned at once, so nothing it owns is stranded. */
 void *hak_heap_alloc_orphan(size_t cls);
 /* The heap of a thread whose first call is a free of a block tagged tag
- * (registry.h): the heap parked last if it owns the block, else as
+ * (registry.h): the parked heap that owns the block if there is one, else as
  * hak_heap_thread_start; h itself if none can be had. */
 hak_heap_t *hak_heap_thread_get(hak_heap_t *h, uintptr_t tag);
 /* The live heap h of a thread that wanted another at its start (h->heir_tag

@@ -16,8 +16,9 @@
  * 2b. Heir: a thread allocates blocks and exits; the next thread to start
  *    takes its parked heap whole: it frees those blocks as its own (no
  *    remote free) and its new blocks come from the same SuperSlabs.
- * 2c. Heirs out of order: of two parked heaps, a thread whose first call
- *    frees a block of the one parked last takes that one, not the older.
+ * 2c. Heirs out of order: of three parked heaps, a thread whose first call
+ *    frees a block of the middle one takes that one, not the oldest or the
+ *    newest.
  * 2d. A living thread that runs out of room takes a SuperSlab of a parked
  *    heap (mostly free, one live block in it) before it maps one.
  * 3. Ping-pong: two threads allocate blocks and hand them to each other to
@@ -333,14 +334,14 @@ static void test_heir(void) {
   free(blocks);
 }
 
-/* 2c. Heirs out of order: threads X and Y allocate, both alive at once (so
- * they have two heaps), then exit, X first, so X's heap is the one parked
- * longest.  A thread whose first call frees one of Y's blocks takes Y's
- * heap (the one parked last) rather than X's: it frees Y's blocks as its
- * own; the next thread, freeing X's, gets X's. */
+/* 2c. Heirs out of order: threads X, W and Y allocate, all alive at once
+ * (so they have three heaps), then exit in that order, so W's heap is
+ * neither the one parked longest nor the one parked last.  A thread whose
+ * first call frees one of W's blocks takes W's heap: it frees W's blocks as
+ * its own; then Y's heir takes Y's and X's heir X's. */
 struct twin_job {
   struct gone_job alloc;
-  pthread_barrier_t *allocated; /* X, Y and main: both have allocated */
+  pthread_barrier_t *allocated; /* the three and main: all have allocated */
   sem_t go;                     /* main: exit now */
 };
 
@@ -359,51 +360,53 @@ static void run_heir(struct heir_job *hj) {
   pthread_join(t, NULL);
 }
 
-static void test_heir_newest(void) {
-  ts_check_begin("a thread whose first free is of the heap parked last takes that heap");
-  enum { N = 2000 };
+static void test_heir_any_parked(void) {
+  ts_check_begin("a thread whose first free is of a parked heap takes that heap");
+  enum { N = 2000, T = 3 };
+  static const char *const names[T] = {"X (parked first)", "W (parked second)", "Y (parked last)"};
+  static const int heir_order[T] = {1, 2, 0}; /* W, Y, X */
   const size_t size = 160;
-  void **bx = malloc(N * sizeof(void *)), **by = malloc(N * sizeof(void *));
-  REQUIRE(bx != NULL && by != NULL, "test's own malloc failed");
+  void **blocks[T];
+  struct twin_job jobs[T];
+  pthread_t threads[T];
+  pthread_barrier_t allocated;
   hak_collect(); /* no parked heap is left from the tests before */
   hak_stats_t sb = ts_stats_now();
-  pthread_barrier_t allocated;
-  REQUIRE(pthread_barrier_init(&allocated, NULL, 3) == 0, "pthread_barrier_init");
-  struct twin_job xj = {.alloc = {bx, N, size, false}, .allocated = &allocated};
-  struct twin_job yj = {.alloc = {by, N, size, false}, .allocated = &allocated};
-  REQUIRE(sem_init(&xj.go, 0, 0) == 0 && sem_init(&yj.go, 0, 0) == 0, "sem_init");
-  pthread_t tx, ty;
-  REQUIRE(pthread_create(&tx, NULL, alloc_wait_exit, &xj) == 0, "pthread_create");
-  REQUIRE(pthread_create(&ty, NULL, alloc_wait_exit, &yj) == 0, "pthread_create");
+  REQUIRE(pthread_barrier_init(&allocated, NULL, T + 1) == 0, "pthread_barrier_init");
+  for (int i = 0; i < T; i++) {
+    blocks[i] = malloc(N * sizeof(void *));
+    REQUIRE(blocks[i] != NULL, "test's own malloc failed");
+    jobs[i] = (struct twin_job){.alloc = {blocks[i], N, size, false}, .allocated = &allocated};
+    REQUIRE(sem_init(&jobs[i].go, 0, 0) == 0, "sem_init");
+    REQUIRE(pthread_create(&threads[i], NULL, alloc_wait_exit, &jobs[i]) == 0, "pthread_create");
+  }
   pthread_barrier_wait(&allocated);
-  sem_post(&xj.go);
-  pthread_join(tx, NULL);
-  sem_post(&yj.go);
-  pthread_join(ty, NULL);
-  REQUIRE(!xj.alloc.failed && !yj.alloc.failed, "allocation of %d blocks of %zu failed", N, size);
-  hak_stats_t s0 = ts_stats_now();
-  struct heir_job hy = {by, N, size, 0, 0};
-  run_heir(&hy);
-  hak_stats_t s1 = ts_stats_now();
-  struct heir_job hx = {bx, N, size, 0, 0};
-  run_heir(&hx);
-  hak_stats_t s2 = ts_stats_now();
-  CHECK(hy.corrupt == 0 && hx.corrupt == 0, "%zu + %zu blocks corrupted", hy.corrupt, hx.corrupt);
-  CHECK(s1.remote_frees == s0.remote_frees, "the heir of the heap parked last freed %llu of its blocks remotely",
-        (unsigned long long)(s1.remote_frees - s0.remote_frees));
-  CHECK(s2.remote_frees == s1.remote_frees, "the heir of the heap parked first freed %llu of its blocks remotely",
-        (unsigned long long)(s2.remote_frees - s1.remote_frees));
-  CHECK(hy.reused == N && hx.reused == N, "new blocks in the freed heap's SuperSlabs: %zu and %zu of %d", hy.reused,
-        hx.reused, N);
-  CHECK(s2.live_bytes == sb.live_bytes, "live_bytes %llu at the end, %llu before X and Y allocated",
-        (unsigned long long)s2.live_bytes, (unsigned long long)sb.live_bytes);
-  printf("   heirs: remote_frees +%llu then +%llu\n", (unsigned long long)(s1.remote_frees - s0.remote_frees),
-         (unsigned long long)(s2.remote_frees - s1.remote_frees));
+  for (int i = 0; i < T; i++) { /* parked in this order */
+    sem_post(&jobs[i].go);
+    pthread_join(threads[i], NULL);
+    REQUIRE(!jobs[i].alloc.failed, "allocation of %d blocks of %zu failed", N, size);
+  }
+  for (int k = 0; k < T; k++) {
+    int i = heir_order[k];
+    hak_stats_t s0 = ts_stats_now();
+    struct heir_job hj = {blocks[i], N, size, 0, 0};
+    run_heir(&hj);
+    hak_stats_t s1 = ts_stats_now();
+    CHECK(hj.corrupt == 0, "%s: %zu blocks corrupted", names[i], hj.corrupt);
+    CHECK(s1.remote_frees == s0.remote_frees, "the heir of %s freed %llu of its %d blocks remotely", names[i],
+          (unsigned long long)(s1.remote_frees - s0.remote_frees), N);
+    CHECK(hj.reused == N, "the heir of %s: %zu of %d new blocks in the freed heap's SuperSlabs", names[i],
+          hj.reused, N);
+    printf("   heir of %s: remote_frees +%llu\n", names[i], (unsigned long long)(s1.remote_frees - s0.remote_frees));
+  }
+  hak_stats_t se = ts_stats_now();
+  CHECK(se.live_bytes == sb.live_bytes, "live_bytes %llu at the end, %llu before the threads allocated",
+        (unsigned long long)se.live_bytes, (unsigned long long)sb.live_bytes);
   pthread_barrier_destroy(&allocated);
-  sem_destroy(&xj.go);
-  sem_destroy(&yj.go);
-  free(bx);
-  free(by);
+  for (int i = 0; i < T; i++) {
+    sem_destroy(&jobs[i].go);
+    free(blocks[i]);
+  }
 }
 
 /* 2d. X allocates a SuperSlab's worth of blocks and frees all but a few,
@@ -814,7 +817,7 @@ int main(void) {
   test_owner_alive();
   test_owner_gone();
   test_heir();
-  test_heir_newest();
+  test_heir_any_parked();
   test_steal_parked();
   test_successor_inherits();
   test_ping_pong();
