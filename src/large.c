@@ -456,7 +456,7 @@ static void cache_make_room(size_t target)
  * never spans two VMAs, which mremap refuses.  Not in secure mode (its
  * protections work on whole mappings).
  *
- * The bank holds at most a quarter of the large bytes live and half of
+ * The bank holds at most a quarter of the large bytes live and
  * hak_opt.large_cache (bank_room).  Its pages go back when it has seen no
  * deposit and no withdrawal for hak_opt.cache_delay_ms (hak_large_decay:
  * the purger thread or large operations; a step of a big-buffer program
@@ -493,12 +493,14 @@ static void bank_unlock(bool moved)
 }
 
 /* The units the bank may hold: a quarter of the large bytes live (the
- * program's working set of big blocks), at most half of
- * hak_opt.large_cache and BANK_SLOTS. */
+ * program's working set of big blocks), at most hak_opt.large_cache and
+ * BANK_SLOTS.  Half of hak_opt.large_cache (before) filled at 2 threads of
+ * bench/bigbuf: spare units then went back and the next blocks faulted
+ * theirs fresh (bench/results/history.md). */
 static size_t bank_room(void)
 {
   size_t room = atomic_load_explicit(&large_counts.live_bytes, memory_order_relaxed) / 4;
-  if (room > hak_opt.large_cache / 2) room = hak_opt.large_cache / 2;
+  if (room > hak_opt.large_cache) room = hak_opt.large_cache;
   room /= BANK_UNIT;
   return room < BANK_SLOTS ? room : BANK_SLOTS;
 }
@@ -1355,24 +1357,29 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
    * more than that saves few faults and costs RSS
    * (bench/results/history.md). */
   size_t below = off - sizeof(uintptr_t);  /* the canary word */
+  /* The lowest unit the block touches, past the first region. */
+  size_t low = off > HAK_SS_SIZE ? unit_down(off) : HAK_SS_SIZE;
+  /* The part a growth added holds no page: its units come from the bank
+   * first, before any spare units go in below. */
+  if (!grow && fresh_from < end && unit_up(fresh_from) < end)
+    (void)bank_withdraw(l, unit_up(fresh_from) > low ? unit_up(fresh_from) : low, end);
   if (l->dirty_from < below) {
-    /* Whole units of them go to the bank (see bank_deposit). */
+    /* Whole units of them go to the bank (see bank_deposit), and the pages
+     * left below those units go back, so the committed pages stay one
+     * range [dirty_from, dirty_to), without a hole that a later block
+     * would take for committed and fault in. */
     size_t from = unit_up(l->dirty_from > HAK_SS_SIZE ? l->dirty_from : HAK_SS_SIZE), to = unit_down(below);
     size_t banked_to = to > from ? bank_deposit(l, from, to) : from;
-    size_t keep = l->usable / 8 > SPARE_KEEP ? l->usable / 8 : SPARE_KEEP;
-    if (below - l->dirty_from - (banked_to - from) > keep) {
-      /* The rest goes back: below the units banked, and above them. */
-      if (banked_to > from) {
-        if (from > l->dirty_from) hak_os_purge((char *)l + (l->dirty_from & ~(HAK_PAGE_SIZE - 1)), from - (l->dirty_from & ~(HAK_PAGE_SIZE - 1)));
-        l->dirty_from = banked_to;
-      }
-      large_purge_below(l, below);
+    if (banked_to > from) {
+      size_t start = l->dirty_from & ~(HAK_PAGE_SIZE - 1);
+      if (from > start) hak_os_purge((char *)l + start, from - start);
+      l->dirty_from = banked_to;
     }
+    size_t keep = l->usable / 8 > SPARE_KEEP ? l->usable / 8 : SPARE_KEEP;
+    if (below > l->dirty_from && below - l->dirty_from > keep) large_purge_below(l, below);
   } else if (!grow) {
-    /* Units of the block that hold no page: from the bank, below the
-     * committed part [dirty_from, E), and the part a growth added. */
-    size_t low = unit_up(off > HAK_SS_SIZE ? off : HAK_SS_SIZE);
-    if (fresh_from < end && unit_up(fresh_from) < end) (void)bank_withdraw(l, unit_up(fresh_from) > low ? unit_up(fresh_from) : low, end);
+    /* Units of the block below the committed part [dirty_from, E) hold no
+     * page: from the bank too. */
     size_t top = unit_down(l->dirty_from);
     if (top > low) {
       size_t filled = bank_withdraw(l, low, top);

@@ -60,6 +60,9 @@
  *   - a mapping reused for a block 256,000 bytes smaller keeps the pages
  *     below it (calloc of the larger size there again: all resident before
  *     any write), for one 960,000 bytes smaller gives them back;
+ *   - a mapping reused for a block 9 MiB smaller sends four spare 2 MiB
+ *     units to the page bank; freed, the larger size there again takes them
+ *     back: malloc and a write of it fault in at most 2 MiB;
  *   - fresh 1.5 MiB blocks: after rounds of blocks written whole, malloc
  *     commits 3 of every 4 (mincore before any write; the fourth measures),
  *     calloc none; after rounds of blocks touched at one byte, malloc none;
@@ -92,6 +95,7 @@
 #include <linux/futex.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1192,6 +1196,55 @@ static void test_spare_keep(void) {
 }
 
 /* ---------------------------------------------------------------- */
+/* Spare units of a reused mapping serve the next block that lacks pages. */
+
+/* Minor page faults of the calling thread so far (a populate counts too). */
+static long thread_faults(void) {
+  struct rusage ru;
+  REQUIRE(getrusage(RUSAGE_THREAD, &ru) == 0, "getrusage: %s", strerror(errno));
+  return ru.ru_minflt;
+}
+
+/* 24 MiB written and freed, then 15 MiB in the same mapping: the 9 MiB
+ * below it are spare, four whole 2 MiB units of them go to the page bank
+ * and the last MiB (under an eighth of the block) stays.  Freed, then
+ * 24 MiB again there: the four units come back from the bank, so malloc
+ * and a write of the whole block fault in at most 2 MiB, not the 8 MiB of
+ * the units (the mapping's record of its committed pages once kept them
+ * as committed after they went to the bank: a hole faulted in again). */
+static void test_bank_units(void) {
+  ts_check_begin("spare 2 MiB units of a reused mapping serve the next larger block");
+  if (ts_env_flag("HAKMEM_SECURE")) { printf("   skipped: no page bank in secure mode\n"); return; }
+  const size_t big = 24 * MiB, mid = 15 * MiB;
+  collect_warm();
+  void *ballast = ballast_take(); /* live large bytes: room in the cache and the bank */
+  unsigned char *a = hak_malloc(big);
+  REQUIRE(a != NULL, "hak_malloc(%zu)", big);
+  memset(a, 0x51, big);
+  hak_free(a);
+  unsigned char *b = hak_malloc(mid);
+  REQUIRE(b != NULL, "hak_malloc(%zu)", mid);
+  CHECK((uintptr_t)b > (uintptr_t)a && (uintptr_t)b + mid == (uintptr_t)a + big,
+        "malloc(%zu) after a free of %zu bytes: not in its mapping (%p, the freed block %p)", mid, big, (void *)b,
+        (void *)a);
+  memset(b, 0x52, mid);
+  hak_free(b);
+  long before = thread_faults();
+  unsigned char *c = hak_malloc(big);
+  REQUIRE(c != NULL, "hak_malloc(%zu)", big);
+  memset(c, 0x53, big);
+  long faults = thread_faults() - before;
+  CHECK(c == a, "malloc(%zu) after the mapping was reused: %p, not the mapping's block %p", big, (void *)c, (void *)a);
+  CHECK(faults * 4096 <= (long)(2 * MiB), "malloc(%zu) and a write of it in a mapping reused for %zu bytes: %ld page "
+        "faults (%zu KiB), where the spare units should have come back from the bank", big, mid, faults,
+        (size_t)faults * 4);
+  printf("   %ld page faults for the %zu MiB block\n", faults, big / MiB);
+  hak_free(c);
+  hak_free(ballast);
+  hak_collect();
+}
+
+/* ---------------------------------------------------------------- */
 /* malloc commits a large block's fresh pages at once where the program
  * writes its large blocks whole, and only there. */
 
@@ -2040,6 +2093,7 @@ int main(int argc, char **argv) {
   test_tail();
   test_stats();
   test_spare_keep();
+  test_bank_units();
   test_fill();
   test_arena_reuse();
   test_arena_decay();
