@@ -87,7 +87,8 @@
     "nothing is due) gives back free pages that empty SuperSlabs and freed large mappings keep, after "    \
     "the purge delay, so they are reused meanwhile and still returned when the program goes idle, and "   \
     "reclaims the heaps of threads idle for the purge delay (the blocks other threads freed into them, "  \
-    "their free pages); `0`: no thread, and those pages go back as they are freed")                        \
+    "their free pages), and waits out the RCU grace periods before regions are unmapped (a free then "    \
+    "never sleeps in one); `0`: no thread, and those pages go back as they are freed")                     \
   X(cache_delay_ms, "HAKMEM_CACHE_DELAY_MS", "ms", 0, 250, 0, 1000,                                        \
     "with the purge thread: empty SuperSlabs keep their free pages while their cache is in use (a "       \
     "SuperSlab put in or taken out) and this long after it was last used, 10 s at most")

@@ -7,6 +7,8 @@
  * them back when the program goes idle and makes no call: this thread.  It
  * sleeps on a doorbell (os.c) until a cache holds dirty pages, then wakes
  * when the oldest of them fall due, purges what is due, and sleeps again.
+ * It also waits out the grace periods of regions retired by other threads
+ * (registry.c), so that a free never sleeps in synchronize_rcu.
  * The same thread abandons the heaps parked for their delay (heap.c,
  * "parked heaps": they keep their free pages meanwhile, for the next
  * thread) and reclaims the heaps of idle threads (heap.c, "idle
@@ -47,6 +49,7 @@
 #include "superslab.h"
 #include "large.h"
 #include "heap.h"
+#include "registry.h"
 
 _Atomic(uint32_t) hak_purger_state;  /* HAK_PURGER_* (purge.h) */
 
@@ -71,6 +74,8 @@ static void *purger_main(void *arg)
      * rings, and the wait returns at once. */
     hak_os_bell_arm();
     if (atomic_load(&purger_stop)) return NULL;
+    /* Regions retired meanwhile: their grace period is waited here. */
+    if (hak_retire_pending()) hak_retire_flush();
     uint64_t due = hak_ss_cache_decay(false);
     hak_large_decay();
     due = earliest(due, hak_large_next_due());
@@ -109,6 +114,7 @@ void hak_purge_start(void)
   /* release: hak_purge_stop's acquire load sees purger_thread. */
   atomic_store_explicit(&hak_purger_state, rc == 0 ? HAK_PURGER_RUNNING : HAK_PURGER_FAILED, memory_order_release);
   if (rc == 0) hak_ss_set_purger(true);
+  if (rc == 0) hak_retire_set_async(true);
 }
 
 /* At exit with statistics on: the thread ends, so what glibc allocated for
@@ -117,6 +123,7 @@ void hak_purge_stop(void)
 {
   if (atomic_load_explicit(&hak_purger_state, memory_order_acquire) != HAK_PURGER_RUNNING) return;
   hak_ss_set_purger(false);
+  hak_retire_set_async(false);
   atomic_store(&purger_stop, true);
   hak_os_bell_wake();
   /* Bounded: a signal handler that calls exit while its thread holds a

@@ -9,7 +9,12 @@
  * read-side section, so it never touches unmapped memory even when racing with
  * a release.  Grace periods are batched: retired regions (SuperSlabs and large
  * mappings) wait on a ck_stack
- * until hak_opt.retire_batch of them are pending.
+ * until hak_opt.retire_batch of them are pending.  While a purger thread
+ * runs (purge.c) it waits out the grace periods, not the thread that
+ * retired the region: liburcu-bp's synchronize_rcu sleeps 10 ms at a time
+ * once a reader stays in its section for more than a few spins, and a
+ * large free reads inside one while it purges pages (two threads freeing
+ * 5-25 MiB buffers at once waited 8 ms a free).
  *
  * Flavour: urcu-bp.  It registers reader threads by itself on their first
  * read lock (the application creates the threads, not us) and, with
@@ -112,6 +117,20 @@ static _Atomic(uint32_t) retire_pending;
 static _Atomic(size_t) retire_bytes;
 
 #define RETIRE_BYTES ((size_t)16 << 20)  /* flush sooner when this much waits */
+/* Beyond this much waiting, the retiring thread flushes itself even while a
+ * purger runs (it may be slow to get a CPU): what waits is address space,
+ * and pages a region held when retired. */
+#define RETIRE_BYTES_MAX ((size_t)256 << 20)
+/* Set while a purger thread flushes for the others (hak_retire_set_async:
+ * purge.c, cleared in a fork's child).  relaxed: a retire that misses the
+ * change flushes itself, or rings a purger that flushes at its next pass. */
+static _Atomic(bool) retire_async;
+
+void hak_retire_set_async(bool on) { atomic_store_explicit(&retire_async, on, memory_order_relaxed); }
+
+/* Whether regions wait for a flush.  seq_cst: the purger reads it after
+ * arming its bell, and a retire rings after its push (os.c's bell). */
+bool hak_retire_pending(void) { return atomic_load(&retire_pending) != 0; }
 
 /* Unmap [base, base+size) after a grace period; r lives inside the region.
  * The region may still be in the registry (a freed large block stays there,
@@ -120,7 +139,13 @@ static _Atomic(size_t) retire_bytes;
  * flush may unmap it: nothing of it is read after the push. */
 void hak_retire(hak_retired_t *r, void *base, size_t size)
 {
-  if (hak_retire_deferred(r, base, size)) hak_retire_flush();
+  if (!hak_retire_deferred(r, base, size)) return;
+  if (atomic_load_explicit(&retire_async, memory_order_relaxed) &&
+      atomic_load_explicit(&retire_bytes, memory_order_relaxed) < RETIRE_BYTES_MAX) {
+    hak_os_bell_ring();  /* the purger flushes */
+    return;
+  }
+  hak_retire_flush();
 }
 
 /* As hak_retire, but never flushes (callable inside a read-side section):
@@ -170,6 +195,7 @@ void hak_retire_flush(void)
 void hak_registry_before_fork(void) { urcu_bp_before_fork(); }
 void hak_registry_after_fork(bool child)
 {
+  if (child) atomic_store_explicit(&retire_async, false, memory_order_relaxed);  /* no purger in the child */
   if (child) urcu_bp_after_fork_child();
   else urcu_bp_after_fork_parent();
 }

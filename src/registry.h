@@ -46,10 +46,13 @@ void hak_map_clear_range(void *base, size_t size);
 void hak_map_for_each_ss(void (*f)(hak_superslab_t *ss, void *ctx), void *ctx);
 void hak_rcu_read_lock(void);
 void hak_rcu_read_unlock(void);
-/* Unmap region after a grace period (batched); never call inside a read section. */
+/* Unmap region after a grace period (batched; by the purger thread while
+ * one runs); never call inside a read section. */
 void hak_retire(hak_retired_t *r, void *base, size_t size);
 bool hak_retire_deferred(hak_retired_t *r, void *base, size_t size);  /* no flush; true: one is due */
 void hak_retire_flush(void);
+bool hak_retire_pending(void);             /* whether any region waits for a flush */
+void hak_retire_set_async(bool on);        /* a purger thread flushes (purge.c) */
 void hak_rcu_synchronize(void);   /* a grace period; never inside a read section */
 void hak_rcu_register_thread(void);  /* map liburcu's reader arena now (init) */
 void hak_registry_before_fork(void);

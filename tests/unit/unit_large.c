@@ -63,6 +63,10 @@
  *   - a mapping reused for a block 9 MiB smaller sends four spare 2 MiB
  *     units to the page bank; freed, the larger size there again takes them
  *     back: malloc and a write of it fault in at most 2 MiB;
+ *   - with another thread inside a read-side section, a free that retires a
+ *     20 MiB mapping (the cold cache's next discard) returns while the
+ *     section lasts (the purger thread waits out the grace period), and the
+ *     mapping is unmapped once the reader has left;
  *   - fresh 1.5 MiB blocks: after rounds of blocks written whole, malloc
  *     commits 3 of every 4 (mincore before any write; the fourth measures),
  *     calloc none; after rounds of blocks touched at one byte, malloc none;
@@ -85,7 +89,9 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -1245,6 +1251,83 @@ static void test_bank_units(void) {
 }
 
 /* ---------------------------------------------------------------- */
+/* A free never waits for a grace period while the purger thread runs. */
+
+void hak_rcu_read_lock(void);   /* src/registry.h */
+void hak_rcu_read_unlock(void);
+
+#define READER_HOLD_MS 5000.0
+static _Atomic int reader_state;  /* 1: inside its read-side section; 2: leaving it */
+static _Atomic bool reader_release;
+
+/* Another thread's read-side section (a remote or large free in progress),
+ * held until released or READER_HOLD_MS have passed. */
+static void *reader_hold(void *arg) {
+  (void)arg;
+  hak_rcu_read_lock();
+  atomic_store(&reader_state, 1);
+  double until = ts_now_ms() + READER_HOLD_MS;
+  while (!atomic_load(&reader_release) && ts_now_ms() < until) {
+    struct timespec step = {0, 1000000};
+    nanosleep(&step, NULL);
+  }
+  atomic_store(&reader_state, 2);
+  hak_rcu_read_unlock();
+  return NULL;
+}
+
+/* The cold cache retires a discarded 20 MiB mapping at the next discard:
+ * enough bytes for a flush at once.  With another thread inside a
+ * read-side section, that free returns while the section lasts (the purger
+ * thread waits out the grace period: liburcu-bp's synchronize_rcu sleeps
+ * 10 ms at a time while a reader stays, and two threads freeing big buffers
+ * at once each waited 8 ms a free), and the mapping is unmapped once the
+ * reader has left. */
+static void test_retire_async(void) {
+  ts_check_begin("a free that retires a mapping does not wait for another thread's read-side section");
+  if (ts_env_flag("HAKMEM_SECURE")) { printf("   skipped: the cache is never cold in secure mode\n"); return; }
+  const char *env = getenv("HAKMEM_PURGE_THREAD");
+  if (env != NULL && strcmp(env, "0") == 0) { printf("   skipped: HAKMEM_PURGE_THREAD=0\n"); return; }
+  const size_t n = 20 * MiB;
+  /* The purger starts at a small-block refill once 32 MiB are mapped. */
+  void *ballast = ballast_take();
+  double deadline = ts_now_ms() + 5000;
+  while (!ts_thread_named("hakmem-purge") && ts_now_ms() < deadline) refill_small();
+  REQUIRE(ts_thread_named("hakmem-purge"), "no hakmem-purge thread with %zu MiB mapped", (size_t)256);
+  hak_collect(); /* cold: a freed mapping is discarded, and retired at the next discard */
+  hak_stats_t before;
+  hak_stats_get(&before);
+  void *p1 = hak_malloc(n), *p2 = hak_malloc(n);
+  REQUIRE(p1 != NULL && p2 != NULL, "hak_malloc(%zu) twice", n);
+  hak_free(p1);
+  atomic_store(&reader_state, 0);
+  atomic_store(&reader_release, false);
+  pthread_t reader;
+  ts_thread_create(&reader, reader_hold, NULL);
+  while (atomic_load(&reader_state) == 0) sched_yield();
+  double t0 = ts_now_ms();
+  hak_free(p2); /* retires p1's mapping */
+  double took = ts_now_ms() - t0;
+  int state = atomic_load(&reader_state);
+  atomic_store(&reader_release, true);
+  pthread_join(reader, NULL);
+  CHECK(state == 1, "the free that retired a %zu MiB mapping returned after %.0f ms, once the other thread had "
+        "left its read-side section (it waited for the grace period itself)", n / MiB, took);
+  hak_stats_t after;
+  deadline = ts_now_ms() + 5000;
+  do {
+    refill_small();
+    hak_stats_get(&after);
+  } while (after.mapped_bytes > before.mapped_bytes + n + 4 * MiB && ts_now_ms() < deadline);
+  CHECK(after.mapped_bytes <= before.mapped_bytes + n + 4 * MiB, "%llu KiB mapped 5 s after the retire, %llu "
+        "before the two blocks: the retired mapping was never unmapped", ull(after.mapped_bytes / KiB),
+        ull(before.mapped_bytes / KiB));
+  printf("   the free took %.2f ms with a reader inside its section\n", took);
+  hak_free(ballast);
+  hak_collect();
+}
+
+/* ---------------------------------------------------------------- */
 /* malloc commits a large block's fresh pages at once where the program
  * writes its large blocks whole, and only there. */
 
@@ -2094,6 +2177,7 @@ int main(int argc, char **argv) {
   test_stats();
   test_spare_keep();
   test_bank_units();
+  test_retire_async();
   test_fill();
   test_arena_reuse();
   test_arena_decay();
