@@ -20,6 +20,7 @@
  * read lock (the application creates the threads, not us) and, with
  * sys_membarrier, its read lock is a TLS increment and a compiler barrier.
  */
+#include <pthread.h>
 #include <urcu/urcu-bp.h>
 
 #include "registry.h"
@@ -162,12 +163,22 @@ bool hak_retire_deferred(hak_retired_t *r, void *base, size_t size)
   return n >= hak_opt.retire_batch || bytes >= RETIRE_BYTES;
 }
 
+/* Flushes run one at a time, so that one that returns has seen every region
+ * retired before it unmapped: a collect's flush waits for the purger's
+ * batch in flight (hak_collect's mapped_bytes once missed it under TSan).
+ * Taken before urcu's locks, here and at fork. */
+static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Take every pending region, wait one grace period, unmap them all.  Never
  * called inside a read-side section (synchronize_rcu would wait for itself). */
 void hak_retire_flush(void)
 {
+  pthread_mutex_lock(&flush_lock);
   ck_stack_entry_t *e = ck_stack_batch_pop_upmc(&retire_stack);
-  if (e == NULL) return;
+  if (e == NULL) {
+    pthread_mutex_unlock(&flush_lock);
+    return;
+  }
   uint32_t n = 0;
   size_t bytes = 0;
   for (ck_stack_entry_t *x = e; x != NULL; x = x->next) {
@@ -190,12 +201,22 @@ void hak_retire_flush(void)
     atomic_fetch_sub_explicit(&hak_gstats.mapped_bytes, size, memory_order_relaxed);
     e = next;
   }
+  pthread_mutex_unlock(&flush_lock);
 }
 
-void hak_registry_before_fork(void) { urcu_bp_before_fork(); }
+void hak_registry_before_fork(void)
+{
+  pthread_mutex_lock(&flush_lock);
+  urcu_bp_before_fork();
+}
 void hak_registry_after_fork(bool child)
 {
-  if (child) atomic_store_explicit(&retire_async, false, memory_order_relaxed);  /* no purger in the child */
-  if (child) urcu_bp_after_fork_child();
-  else urcu_bp_after_fork_parent();
+  if (child) {
+    atomic_store_explicit(&retire_async, false, memory_order_relaxed);  /* no purger in the child */
+    urcu_bp_after_fork_child();
+    pthread_mutex_init(&flush_lock, NULL);
+  } else {
+    urcu_bp_after_fork_parent();
+    pthread_mutex_unlock(&flush_lock);
+  }
 }
