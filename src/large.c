@@ -1418,7 +1418,8 @@ hak_large_t *hak_large_of(uintptr_t tag, const void *p)
 
 /* Free the large block p (the caller holds the RCU read lock).  Returns a
  * mapping the caller must retire once it has left the read-side section (p's
- * own, or one the cache gave up for it), or NULL. */
+ * own, or one the cache gave up for it), or p's arena run to give back then
+ * (both with hak_large_retire), or NULL.  Nothing here takes a lock. */
 hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
 {
   uint32_t one = 1;
@@ -1443,9 +1444,13 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
      * end of a round of work allocates them again in the next (mstress at
      * 4 threads refaulted 86 MB a second under cache_bound; bench/large,
      * whose cached mappings of up to 64 MiB filled the shared bound, had
-     * every arena run purged at its free). */
-    if (!kept_put(h, l)) arena_run_retire(l);
-    return NULL;
+     * every arena run purged at its free).  The give-back takes the
+     * arenas' lock, so the caller does it once out of its read-side
+     * section (hak_large_retire): fork_prepare holds that lock while it
+     * waits for urcu's grace-period lock, and a grace period waits for
+     * every reader.  The run stays mapped meanwhile (arenas never unmap)
+     * and is this thread's (it won the exchange of live above). */
+    return kept_put(h, l) ? NULL : l;
   }
   large_uncount(l);
   if (!large_warm()) return large_discard(l);
@@ -1510,6 +1515,10 @@ size_t hak_large_live(size_t *count)
 
 void hak_large_retire(hak_large_t *l)
 {
+  if (l->arena_pages != 0) {  /* an arena block's run (hak_large_free) */
+    arena_run_retire(l);
+    return;
+  }
   large_retire(l);
   hak_large_decay();
 }

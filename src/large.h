@@ -13,7 +13,7 @@ void  hak_large_retire(hak_large_t *l);   /* outside any read-side section */
 void  hak_large_trim(void);
 void  hak_large_decay(void);              /* purge cache entries idle past the purge delay */
 uint64_t hak_large_next_due(void);        /* when an entry next falls due (0: none keeps pages) */
-hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p);  /* non-NULL: retire it */
+hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p);  /* non-NULL: hak_large_retire it */
 hak_large_t *hak_large_of(uintptr_t tag, const void *p);  /* NULL: not a large block */
 /* Resize a live large block to size bytes, in place or by moving its pages
  * (no copy); its new address, or NULL (the block is untouched).  Outside any
