@@ -101,7 +101,6 @@
 #include <linux/futex.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1204,13 +1203,6 @@ static void test_spare_keep(void) {
 /* ---------------------------------------------------------------- */
 /* Spare units of a reused mapping serve the next block that lacks pages. */
 
-/* Minor page faults of the calling thread so far (a populate counts too). */
-static long thread_faults(void) {
-  struct rusage ru;
-  REQUIRE(getrusage(RUSAGE_THREAD, &ru) == 0, "getrusage: %s", strerror(errno));
-  return ru.ru_minflt;
-}
-
 /* 24 MiB written and freed, then 15 MiB in the same mapping: the 9 MiB
  * below it are spare, four whole 2 MiB units of them go to the page bank
  * and the last MiB (under an eighth of the block) stays.  Freed, then
@@ -1235,11 +1227,11 @@ static void test_bank_units(void) {
         (void *)a);
   memset(b, 0x52, mid);
   hak_free(b);
-  long before = thread_faults();
+  long before = ts_minflt(); /* a populate counts too */
   unsigned char *c = hak_malloc(big);
   REQUIRE(c != NULL, "hak_malloc(%zu)", big);
   memset(c, 0x53, big);
-  long faults = thread_faults() - before;
+  long faults = ts_minflt() - before;
   CHECK(c == a, "malloc(%zu) after the mapping was reused: %p, not the mapping's block %p", big, (void *)c, (void *)a);
   CHECK(faults * 4096 <= (long)(2 * MiB), "malloc(%zu) and a write of it in a mapping reused for %zu bytes: %ld page "
         "faults (%zu KiB), where the spare units should have come back from the bank", big, mid, faults,
