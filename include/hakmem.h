@@ -70,6 +70,9 @@ typedef struct hak_stats {
   uint64_t refaulted_bytes;    /* of purged_bytes: pages a new slab took again
                                   before the heap's next purge (each such slab
                                   makes that heap wait longer before purging) */
+  uint64_t idle_takes;         /* of idle_reclaims: passes that also took the
+                                  thread cache and current slabs of a thread
+                                  blocked outside hakmem (HAKMEM_IDLE_TAKE) */
 } hak_stats_t;
 
 void hak_stats_get(hak_stats_t *out);

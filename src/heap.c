@@ -21,6 +21,7 @@
 #include "partial.h"
 #include "tcache.h"
 #include "prof.h"
+#include "tprobe.h"
 
 #define SENTINEL_CUR { [0 ... HAK_NUM_CLASSES - 1] = &hak_slab_sentinel }
 #define NONE_OWNED { [0 ... HAK_OWNED_SLOTS - 1] = HAK_OWNED_NONE }
@@ -32,7 +33,10 @@ hak_heap_t hak_heap_unstarted = { .owned = NONE_OWNED, .cur = SENTINEL_CUR, .tag
 hak_heap_t hak_heap_dead = { .owned = NONE_OWNED, .cur = SENTINEL_CUR, .tag = HAK_TAG_NONE,
                              .state = HAK_HEAP_DEAD, .pend_key = HAK_OWNED_NONE,
                              .prof_left = INT64_MAX };
-__thread hak_heap_t *hak_tls_heap = &hak_heap_unstarted;
+__thread _Atomic(hak_heap_t *) hak_tls_heap = &hak_heap_unstarted;
+/* The heap the calling thread owns, or NULL: hak_tls_heap too but while the
+ * purger has taken it (see "idle heaps"); this thread's alone. */
+static __thread hak_heap_t *hak_tls_home;
 __thread void *hak_heap_fresh_block;
 
 /* Heaps come from mmap'd chunks and are never unmapped; a heap whose thread
@@ -606,6 +610,8 @@ static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
   if (p != NULL) {
     bool held = hak_heap_lock(p);
     hak_stats_heap_start(p);
+    p->home_tid = 0;  /* no thread's until home_set */
+    p->home_slot = NULL;
     p->heir_tag = 0;
     p->prof_left = hak_prof_next_left();   /* the first sampling interval */
     p->state = HAK_HEAP_LIVE;
@@ -617,6 +623,8 @@ static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
   if (h == NULL) return NULL;
   bool held = hak_heap_lock(h);
   heap_reset(h);
+  h->home_tid = 0;
+  h->home_slot = NULL;
   hak_stats_heap_start(h);
   h->prof_left = hak_prof_next_left();     /* the first sampling interval */
   h->state = HAK_HEAP_LIVE;
@@ -626,17 +634,44 @@ static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
 
 hak_heap_t *hak_heap_acquire(void) { return heap_acquire(false, NULL); }
 
+/* h becomes the calling thread's own (see "idle heaps"). */
+static void home_set(hak_heap_t *h)
+{
+  bool held = hak_heap_lock(h);
+  h->home_tid = hak_tprobe_tid();
+  h->home_slot = &hak_tls_heap;
+  hak_heap_unlock(h, held);
+  hak_tls_home = h;
+  hak_tls_heap = h;
+}
+
+/* A thread whose heap the purger took while the thread idled (see "idle
+ * heaps") takes it back, after the purger's pass over it; NULL if the
+ * thread has no heap of its own. */
+static hak_heap_t *home_take_back(void)
+{
+  hak_heap_t *h = hak_tls_home;
+  if (h == NULL) return NULL;
+  bool held = hak_heap_lock(h);   /* waits for the purger's pass */
+  hak_tls_heap = h;
+  hak_heap_unlock(h, held);
+  return h;
+}
+
 /* hak_heap_thread_start, warm: a parked heap if there is one. */
 static hak_heap_t *thread_start(bool warm, hak_heap_t *want)
 {
-  hak_heap_t *h = heap_acquire(warm, want);
+  hak_heap_t *h = home_take_back();
+  if (h != NULL) return h;
+  h = heap_acquire(warm, want);
   if (h == NULL) return NULL;
-  hak_tls_heap = h;                      /* before setspecific, which may allocate */
+  home_set(h);                           /* before setspecific, which may allocate */
   if (pthread_setspecific(heap_key, h) != 0) {  /* runs heap_thread_exit at thread exit */
     /* ENOMEM: glibc allocates the key's second-level array (keys >= 32) and
      * that failed.  Without the key the heap would never be abandoned, its
      * memory stranded when the thread exits: hand it over now and fail. */
     hak_tls_heap = &hak_heap_unstarted;
+    hak_tls_home = NULL;
     hak_heap_abandon(h);
     return NULL;
   }
@@ -660,6 +695,8 @@ hak_heap_t *hak_heap_thread_start(hak_heap_t *want) { return thread_start(true, 
 hak_heap_t *hak_heap_thread_get(hak_heap_t *h, uintptr_t tag)
 {
   if (h->state != HAK_HEAP_UNSTARTED) return h;
+  hak_heap_t *home = home_take_back();
+  if (home != NULL) return home;
   /* A heap's address (heaps never unmap, so a stale tag names memory that
    * is still a heap; park_take checks it is parked, under the lock). */
   hak_heap_t *want = (tag & HAK_TAG_KIND) == HAK_TAG_SS ? (hak_heap_t *)(tag & ~HAK_TAG_KIND) : NULL;
@@ -704,12 +741,14 @@ hak_heap_t *hak_heap_inherit(hak_heap_t *h)
   h->heir_tag = 0;
   bool held = hak_heap_lock(n);
   hak_stats_heap_start(n);
+  n->home_tid = 0;  /* until home_set */
+  n->home_slot = NULL;
   n->heir_tag = 0;
   n->prof_left = h->prof_left;   /* the thread's countdown goes on */
   n->state = HAK_HEAP_LIVE;
-  hak_tls_heap = n;
-  (void)pthread_setspecific(heap_key, n);  /* the key holds a value: no allocation, cannot fail */
   hak_heap_unlock(n, held);
+  home_set(n);
+  (void)pthread_setspecific(heap_key, n);  /* the key holds a value: no allocation, cannot fail */
   heap_park(h);
   return n;
 }
@@ -825,9 +864,11 @@ static void heap_park(hak_heap_t *h)
 static void heap_thread_exit(void *arg)
 {
   hak_heap_t *h = arg;
-  if (h == NULL || h != hak_tls_heap || h->state != HAK_HEAP_LIVE) return;
+  /* hak_tls_heap may hold the placeholder (see "idle heaps"). */
+  if (h == NULL || h != hak_tls_home || h->state != HAK_HEAP_LIVE) return;
   if (h->heir_tag != 0) heir_forgo(h);
   hak_tls_heap = &hak_heap_dead;
+  hak_tls_home = NULL;
   if (hak_opt.parked_heaps != 0) {
     hak_gcount(&hak_gstats.heaps_abandoned, 1);  /* reported as threads_exited */
     heap_park(h);
@@ -887,15 +928,25 @@ void hak_heap_collect(hak_heap_t *h, bool force)
  * compare-and-swap skips the heap) and does for it what the heap's own
  * maintenance would: the delayed list's blocks back to their slabs, the
  * partial slabs that remote frees emptied released, and the heap's free
- * pages given back.  It never touches what the owner's fast paths use
- * without the lock: the thread cache, the current slabs (their blocks
- * handed over through the delayed list wait for the owner), the owned[]
- * slots (so it releases no SuperSlab: an emptied one keeps its header page
- * until the owner's next release).  The slabs stay the heap's: their
- * blocks come back to it, nothing moves between heaps.  If the thread wakes
- * meanwhile, its slow path waits for the purger's pass over that one heap.
- * reclaim_lock: one pass at a time, and none across a fork (the child's
- * heaps must not be left locked). */
+ * pages given back.  What the owner's fast paths use without the lock (the
+ * thread cache, the current slabs) it touches only after taking the heap
+ * from the thread (heap_take_fast, on the second look in a row that finds
+ * the heap idle): it swaps the heap for the placeholder hak_heap_unstarted
+ * in the thread's hak_tls_heap (home_slot), then the probe (tprobe.h) must
+ * find the thread blocked in the kernel with no hakmem code on its stack,
+ * so that no call of the thread holds the heap and every later one finds
+ * the placeholder and takes the heap back through home_take_back, which
+ * waits for the pass.  Then the current slabs go to the partial lists and
+ * the thread cache back to the slabs, as at the thread's exit, and the
+ * slabs emptied so are released like the others.  The owned[] slots stay
+ * (so it releases no SuperSlab: an emptied one keeps its header page until
+ * the owner's next release).  The slabs stay the heap's: their blocks come
+ * back to it, nothing moves between heaps.  If the thread wakes meanwhile,
+ * its slow path waits for the purger's pass over that one heap.  The probe
+ * reads Linux's /proc, and is not used where hakmem is linked into the
+ * program (the unit tests, the ThreadSanitizer build): there only the slow
+ * paths' part is done.  reclaim_lock: one pass at a time, and none across a fork (the
+ * child's heaps must not be left locked). */
 static pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
 #define RECLAIM_BACKOFF_MAX 5   /* an idle heap is looked at every 32 passes at least */
 
@@ -911,6 +962,44 @@ void hak_heap_lock_wait(hak_heap_t *h)
   }
 }
 
+/* The purger's take of what h's fast paths use, on the second idle look in
+ * a row and the fourth, eighth .. (a thread that runs its own code for a
+ * while before it blocks is looked at again; nothing of h is read before
+ * the probe, since the thread may be using it):
+ * h is swapped for the placeholder in its thread's hak_tls_heap (a CAS, so
+ * a thread that changed its heap meanwhile keeps it), then, if the probe
+ * finds the thread blocked outside hakmem (tprobe.h), no call of the
+ * thread can be using h (one in flight would be on its stack) and every
+ * later call finds the placeholder, whose empty caches send it to a slow
+ * path that waits for this pass (home_take_back): the current slabs go to
+ * the partial lists and the thread cache back to the slabs, as at the
+ * thread's exit.  Else h goes back into hak_tls_heap (unless the thread
+ * took it back itself) and nothing was touched. */
+static bool heap_take_fast(hak_heap_t *h)
+{
+  uint32_t idle = h->reclaim_idle;
+  if (!hak_opt.idle_take || idle == 0 || (idle & (idle - 1)) != 0 || h->home_slot == NULL || !hak_tprobe_usable())
+    return false;
+  hak_heap_t *expect = h;
+  /* seq_cst: the swap is visible before the probe looks at the thread. */
+  if (!atomic_compare_exchange_strong(h->home_slot, &expect, &hak_heap_unstarted)) return false;
+  if (!hak_tprobe_outside(h->home_tid)) {
+    expect = &hak_heap_unstarted;
+    (void)atomic_compare_exchange_strong(h->home_slot, &expect, h);
+    return false;
+  }
+  for (size_t c = 0; c < HAK_NUM_CLASSES; c++) {
+    hak_slab_t *s = h->cur[c];
+    if (s == &hak_slab_sentinel) continue;
+    h->cur[c] = &hak_slab_sentinel;
+    hak_partial_push(h, s);
+  }
+  hak_tcache_flush_all(h);
+  hak_remote_flush(h);
+  hak_gcount(&hak_gstats.idle_takes, 1);
+  return true;
+}
+
 /* The purger's work on the live heap h, whose lock it holds.  Returns
  * whether it had anything to give back.  The first look that finds the
  * heap idle gives back only the free pages its own sweep would (those
@@ -921,10 +1010,11 @@ void hak_heap_lock_wait(hak_heap_t *h)
  * row gives back all. */
 static bool heap_reclaim(hak_heap_t *h)
 {
+  bool took = heap_take_fast(h);
   uint32_t n = hak_partial_take_back(h);
   uint32_t dirty = h->dirty_units;
   hak_ss_purge(h, h->reclaim_idle++ != 0);
-  return n != 0 || dirty != 0;
+  return took || n != 0 || dirty != 0;
 }
 
 bool hak_heap_reclaim_idle(void)
@@ -1011,7 +1101,7 @@ void hak_heap_before_fork(void)
 }
 void hak_heap_after_fork(bool child)
 {
-  hak_heap_t *h = hak_tls_heap;
+  hak_heap_t *h = hak_tls_home != NULL ? hak_tls_home : hak_tls_heap;  /* taken by the purger: still ours */
   hak_slab_t *s;
   if (child && h->state == HAK_HEAP_LIVE)
     for (hak_superslab_t *ss = h->ss_list; ss != NULL; ss = ss->next)

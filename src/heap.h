@@ -9,7 +9,10 @@
 extern HAK_HIDDEN hak_slab_t hak_slab_sentinel;  /* no block: cur[c] of a class without a slab */
 extern HAK_HIDDEN hak_heap_t hak_heap_unstarted;  /* a thread's, before its first malloc or free */
 extern HAK_HIDDEN hak_heap_t hak_heap_dead;       /* after the thread's heap was abandoned */
-extern HAK_HIDDEN __thread hak_heap_t *hak_tls_heap;
+/* The calling thread's heap, or a placeholder (hak_heap_unstarted,
+ * hak_heap_dead).  Atomic: the purger swaps an idle thread's heap for the
+ * placeholder (heap.c, "idle heaps"); loads are plain moves on x86. */
+extern HAK_HIDDEN __thread _Atomic(hak_heap_t *) hak_tls_heap;
 /* The block the calling thread's last refill carved from a fresh slab
  * (hak_slab_t.fresh) and handed out: zero but for its link and check words.
  * Written by that thread only: set by the refill (heap.c), cleared and

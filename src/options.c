@@ -91,7 +91,12 @@
     "never sleeps in one); `0`: no thread, and those pages go back as they are freed")                     \
   X(cache_delay_ms, "HAKMEM_CACHE_DELAY_MS", "ms", 0, 250, 0, 1000,                                        \
     "with the purge thread: empty SuperSlabs keep their free pages while their cache is in use (a "       \
-    "SuperSlab put in or taken out) and this long after it was last used, 10 s at most")
+    "SuperSlab put in or taken out) and this long after it was last used, 10 s at most")                  \
+  X(idle_take, "HAKMEM_IDLE_TAKE", "", 0, 1, 0, 1,                                                         \
+    "with the purge thread: `1`: a thread idle for two purge delays and blocked in the kernel outside "   \
+    "hakmem (read from Linux's /proc) also has its thread cache and current slabs taken back, so the "   \
+    "blocks other threads freed into them and the pages they pin are returned too; the thread's next "   \
+    "call takes its heap back; `0`: those stay until the thread's next call")
 
 #define HAK_OPT_INIT(field, name, unit, shift, def, min, max, doc) \
   .field = (__typeof__(((hak_options_t *)0)->field))((uint64_t)(def) << (shift)),

@@ -170,6 +170,7 @@ void hak_stats_get(hak_stats_t *out)
   out->heaps_abandoned = hak_counter_read(&hak_gstats.heaps_abandoned);
   out->superslabs_adopted = hak_counter_read(&hak_gstats.ss_adopted);
   out->idle_reclaims = hak_counter_read(&hak_gstats.idle_reclaims);
+  out->idle_takes = hak_counter_read(&hak_gstats.idle_takes);
   out->foreign_frees = t.foreign;
   out->large_frees = t.large_frees;
   out->large_live_bytes = sub0(t.large_in, t.large_out);
@@ -547,6 +548,7 @@ static void report_details(hak_out_t *o, const hak_stats_t *s)
   hak_out_kv(o, "remote_frees", s->remote_frees);
   hak_out_kv(o, "threads_exited", s->heaps_abandoned);
   hak_out_kv(o, "idle_reclaims", s->idle_reclaims);
+  hak_out_kv(o, "idle_takes", s->idle_takes);
   hak_out_str(o, "\n");
   report_resident(o);
   report_matrix(o);

@@ -242,6 +242,7 @@ typedef struct hak_options {
   char prof_file[256];       /* HAKMEM_PROF_FILE: the profile's path; "" = default */
   uint8_t purge_thread;      /* HAKMEM_PURGE_THREAD: a thread gives idle free pages back */
   uint32_t cache_delay_ms;   /* HAKMEM_CACHE_DELAY_MS: idle time before the global caches purge */
+  uint8_t idle_take;         /* HAKMEM_IDLE_TAKE: the purger takes an idle thread's caches */
 } hak_options_t;
 
 /* ------------------------------------------------------------------- heaps */
@@ -303,8 +304,9 @@ typedef struct hak_pend {
  * SuperSlabs, under the list's lock), and,
  * while the heap's thread is idle, by the purger thread under `lock`: the
  * owner's slow paths hold `lock`, its fast paths (the thread cache, the
- * current slabs' pops) do not, and the purger touches neither (heap.c,
- * "idle heaps").  cur[c] is never
+ * current slabs' pops) do not, and the purger touches them only once it
+ * has taken the heap from the thread's hak_tls_heap and proved the thread
+ * blocked outside hakmem (heap.c, "idle heaps").  cur[c] is never
  * NULL (it points at the sentinel slab, hak_slab_sentinel, when the class has no slab), so
  * the fast path has one test.
  * Heaps are never unmapped: a heap whose thread exited goes back to the pool
@@ -314,7 +316,8 @@ typedef struct hak_pend {
  *   heap        cur, tag, state, maintained_ms, pool_link, all_next,
  *               park_prev, park_next, parked_ms, parked_cpu, parked,
  *               claimed, heir_tag, heir_ms, lock, reclaim_seen, reclaim_skip,
- *               reclaim_backoff, reclaim_idle, reclaim_kept; heir_frees (through
+ *               reclaim_backoff, reclaim_idle, reclaim_kept, home_tid,
+ *               home_slot; heir_frees (through
  *               heap.h's inline functions)
  *   large       large_kept, large_kept_bytes
  *   tcache      tcache, tcache_room, tcache_grown
@@ -423,6 +426,12 @@ struct hak_heap {
    * idle. */
   uint32_t reclaim_seen, reclaim_skip, reclaim_backoff, reclaim_idle;
   struct hak_large *reclaim_kept;  /* large_kept as its last pass saw it */
+  /* The thread whose heap this is (its kernel id, and its hak_tls_heap, so
+   * that the purger can take the heap from it, heap.c "idle heaps"):
+   * written by that thread under `lock` when the heap becomes its own,
+   * read by the purger under `lock`; home_tid 0 while no thread has it. */
+  int32_t home_tid;
+  _Atomic(struct hak_heap *) *home_slot;
   /* The arena run of a large block this heap's thread freed, kept out of
    * the arenas for the thread's next large malloc (large.c, "kept runs").
    * Written only by large.c: stored by a CAS from NULL (the thread's
@@ -518,6 +527,7 @@ typedef struct hak_global_stats {
   _Atomic(uint64_t) refaulted_bytes;           /* of those, taken by a slab before the next sweep */
   _Atomic(uint64_t) heaps_abandoned, ss_adopted;
   _Atomic(uint64_t) idle_reclaims;             /* heap.c, "idle heaps" */
+  _Atomic(uint64_t) idle_takes;                /* heap.c, "idle heaps": of those, the fast paths' too */
 } hak_global_stats_t;
 
 /* ----------------------------------------------------------------- profiler */

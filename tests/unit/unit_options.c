@@ -24,7 +24,7 @@ static const char *const all_options[] = { "HAKMEM_STATS", "HAKMEM_VERBOSE", "HA
                                            "HAKMEM_PARKED_HEAPS", "HAKMEM_RETIRE_BATCH", "HAKMEM_LARGE_CACHE_KB", "HAKMEM_LARGE_ARENA",
                                            "HAKMEM_HUGEPAGES",
                                            "HAKMEM_PROF", "HAKMEM_PROF_SAMPLE", "HAKMEM_PROF_SIGNAL",
-                                           "HAKMEM_PROF_LEAKS", "HAKMEM_PURGE_THREAD", "HAKMEM_CACHE_DELAY_MS",
+                                           "HAKMEM_PROF_LEAKS", "HAKMEM_PURGE_THREAD", "HAKMEM_CACHE_DELAY_MS", "HAKMEM_IDLE_TAKE",
                                            "HAKMEM_PROF_FILE" };
 #define N_OPTIONS (sizeof all_options / sizeof *all_options)
 

@@ -1,0 +1,25 @@
+/* The thread probe (tprobe.c): is another thread of this process blocked
+ * in the kernel, outside hakmem's code, for the whole of a look? */
+#ifndef HAKMEM_TPROBE_H
+#define HAKMEM_TPROBE_H
+
+#include "base.h"
+
+/* The calling thread's kernel thread id. */
+int hak_tprobe_tid(void);
+
+/* Whether the probe can tell: hakmem is a shared object (preloaded or
+ * linked as one), not part of the program.  The purger's alone, as the
+ * probe. */
+bool hak_tprobe_usable(void);
+
+/* True only if thread tid of this process stayed blocked in the kernel
+ * throughout the call, with neither its user-mode program counter nor any
+ * word of its stack (from its stack pointer to the end of that mapping)
+ * inside hakmem's executable code: then it is inside no hakmem function,
+ * not even one a signal handler interrupted.  False whenever it cannot
+ * tell (the thread ran, /proc or process_vm_readv refused, the probe not
+ * usable). */
+bool hak_tprobe_outside(int tid);
+
+#endif /* HAKMEM_TPROBE_H */
