@@ -43,6 +43,7 @@
 #include <sys/prctl.h>
 
 #include "purge.h"
+#include "tprobe.h"
 #include "os.h"
 #include "options.h"
 #include "stats.h"
@@ -69,6 +70,7 @@ static void *purger_main(void *arg)
 {
   (void)arg;
   prctl(PR_SET_NAME, "hakmem-purge", 0, 0, 0);
+  hak_tprobe_init();  /* here, holding nothing: it takes the loader's lock */
   for (;;) {
     /* Armed before looking: a cache that takes dirty pages after this look
      * rings, and the wait returns at once. */

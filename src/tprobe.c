@@ -26,8 +26,10 @@
  * holds it (dl_iterate_phdr); linked into the program, hakmem's code is not
  * told apart from the program's, and the probe is not used.
  *
- * The probe holds nothing of hakmem's and allocates nothing; it runs on the
- * purger thread only, a few times a second at most. */
+ * The probe takes no lock of its own and allocates nothing; it runs on the
+ * purger thread only (holding an idle heap's lock), a few times a second at
+ * most.  Finding hakmem's code (hak_tprobe_init) takes the loader's lock,
+ * so the purger does it once, at its start, holding nothing. */
 #include "tprobe.h"
 
 #include <fcntl.h>
@@ -41,8 +43,8 @@
 
 #define STACK_SCAN_MAX ((size_t)16 << 20)   /* a deeper stack: no */
 
-/* hakmem's code, found at the first use; the purger's alone.  state: 0
- * not looked yet, 1 found in a shared object, 2 none usable. */
+/* hakmem's code, found once by hak_tprobe_init; the purger's alone.
+ * text_state: 0 not looked yet, 1 found in a shared object, 2 none usable. */
 static uintptr_t text_lo, text_hi;
 static int text_state;
 
@@ -170,11 +172,12 @@ static bool stack_clean(uintptr_t sp, uintptr_t end)
   return true;
 }
 
-bool hak_tprobe_usable(void)
+void hak_tprobe_init(void)
 {
-  if (text_state == 0) text_state = dl_iterate_phdr(find_text, (void *)(uintptr_t)&hak_tprobe_usable) == 1 ? 1 : 2;
-  return text_state == 1;
+  if (text_state == 0) text_state = dl_iterate_phdr(find_text, (void *)(uintptr_t)&hak_tprobe_init) == 1 ? 1 : 2;
 }
+
+bool hak_tprobe_usable(void) { return text_state == 1; }
 
 bool hak_tprobe_outside(int tid)
 {

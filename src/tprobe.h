@@ -8,9 +8,11 @@
 /* The calling thread's kernel thread id. */
 int hak_tprobe_tid(void);
 
-/* Whether the probe can tell: hakmem is a shared object (preloaded or
- * linked as one), not part of the program.  The purger's alone, as the
- * probe. */
+/* Find hakmem's code (dl_iterate_phdr, which takes the loader's lock: call
+ * it holding nothing of hakmem's).  The purger's alone, as the rest. */
+void hak_tprobe_init(void);
+/* Whether the probe can tell: hak_tprobe_init found hakmem in a shared
+ * object (preloaded or linked as one), not in the program itself. */
 bool hak_tprobe_usable(void);
 
 /* True only if thread tid of this process stayed blocked in the kernel

@@ -267,18 +267,7 @@ int main(int argc, char **argv)
     ts_sleep(0.02);  /* the freers' last batch: free() calls after the pop */
     peak = ts_mem_now();
     fin = peak;
-    double t_settle = ts_now();
-    best_kib = fin.rss_kib;
-    while (waited_ms < settle_ms &&
-           !(max_final_pct > 0 && 100.0 * (double)best_kib / (double)peak.hwm_kib <= max_final_pct)) {
-      ts_sleep(POLL_MS / 1000.0);
-      waited_ms = (long)((ts_now() - t_settle) * 1000.0);
-      long r = ts_mem_now().rss_kib;
-      if (r < best_kib) {
-        best_kib = r;
-        best_ms = waited_ms;
-      }
-    }
+    best_kib = ts_rss_settle(fin.rss_kib, peak.hwm_kib, max_final_pct, settle_ms, POLL_MS, &best_ms, &waited_ms);
     pct = 100.0 * (double)fin.rss_kib / (double)peak.hwm_kib;
     best_pct = 100.0 * (double)best_kib / (double)peak.hwm_kib;
     for (long k = 0; k < n_owners; k++)

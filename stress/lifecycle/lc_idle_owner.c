@@ -166,18 +166,8 @@ int main(int argc, char **argv)
    * a stack buffer, ts_sleep is nanosleep).  Whatever lowers RSS now is the
    * allocator's own doing. */
   ts_mem fin = ts_mem_now();
-  double t_settle = ts_now();
-  long best_kib = fin.rss_kib, best_ms = 0, waited_ms = 0;
-  while (waited_ms < settle_ms &&
-         !(max_final_pct > 0 && 100.0 * (double)best_kib / (double)peak.hwm_kib <= max_final_pct)) {
-    ts_sleep(POLL_MS / 1000.0);
-    waited_ms = (long)((ts_now() - t_settle) * 1000.0);
-    long r = ts_mem_now().rss_kib;
-    if (r < best_kib) {
-      best_kib = r;
-      best_ms = waited_ms;
-    }
-  }
+  long best_ms, waited_ms;
+  long best_kib = ts_rss_settle(fin.rss_kib, peak.hwm_kib, max_final_pct, settle_ms, POLL_MS, &best_ms, &waited_ms);
   double pct = 100.0 * (double)fin.rss_kib / (double)peak.hwm_kib;
   double best_pct = 100.0 * (double)best_kib / (double)peak.hwm_kib;
 

@@ -1,5 +1,6 @@
 /* rss.c - the process's memory as the kernel reports it (rss.h). */
 #include "rss.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -113,4 +114,22 @@ long ts_minflt(void)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_minflt;
+}
+
+long ts_rss_settle(long first_kib, long peak_kib, double max_pct, long settle_ms, long poll_ms, long *best_ms,
+                   long *waited_ms)
+{
+    double t0 = ts_now();
+    long best = first_kib;
+    *best_ms = *waited_ms = 0;
+    while (*waited_ms < settle_ms && !(max_pct > 0 && 100.0 * (double)best / (double)peak_kib <= max_pct)) {
+        ts_sleep((double)poll_ms / 1000.0);
+        *waited_ms = (long)((ts_now() - t0) * 1000.0);
+        long r = ts_mem_now().rss_kib;
+        if (r < best) {
+            best = r;
+            *best_ms = *waited_ms;
+        }
+    }
+    return best;
 }

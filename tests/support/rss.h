@@ -35,6 +35,14 @@ size_t ts_rss_bytes(void);
  * pages), or (size_t)-1 if mincore fails. */
 size_t ts_resident_pages(const void *p, size_t n);
 
+/* The lowest of first_kib (a reading just taken) and RSS read every poll_ms
+ * for up to settle_ms, stopping early once it is at most max_pct% of
+ * peak_kib (never, with max_pct <= 0).  *best_ms: when that lowest reading
+ * came (0: first_kib); *waited_ms: how long the polling went on.  Allocates
+ * nothing. */
+long ts_rss_settle(long first_kib, long peak_kib, double max_pct, long settle_ms, long poll_ms, long *best_ms,
+                   long *waited_ms);
+
 /* Minor page faults of the process so far (getrusage). */
 long ts_minflt(void);
 
