@@ -82,8 +82,8 @@
     "with the profiler: at exit, list the allocation sites of sampled blocks still live on stderr, "     \
     "largest first, symbolised")                                                                              \
   X(purge_thread, "HAKMEM_PURGE_THREAD", "", 0, 1, 0, 1,                                                    \
-    "`1`: once the process has mapped 32 MiB, or taken back 4 empty SuperSlabs whose pages it had given "  \
-    "back (threads that exit and start), a thread (`hakmem-purge`, started lazily, asleep while "         \
+    "`1`: once the process has mapped 32 MiB, taken back 4 empty SuperSlabs whose pages it had given "     \
+    "back, or seen 64 threads exit, a thread (`hakmem-purge`, started lazily, asleep while "         \
     "nothing is due) gives back free pages that empty SuperSlabs and freed large mappings keep, after "    \
     "the purge delay, so they are reused meanwhile and still returned when the program goes idle, and "   \
     "reclaims the heaps of threads idle for the purge delay (the blocks other threads freed into them, "  \
