@@ -945,8 +945,8 @@ void hak_heap_collect(hak_heap_t *h, bool force)
  * its slow path waits for the purger's pass over that one heap.  The probe
  * reads Linux's /proc, and is not used where hakmem is linked into the
  * program (the unit tests, the ThreadSanitizer build): there only the slow
- * paths' part is done.  reclaim_lock: one pass at a time, and none across a fork (the
- * child's heaps must not be left locked). */
+ * paths' part is done.  reclaim_lock: one pass at a time, and none across
+ * a fork (the child's heaps must not be left locked). */
 static pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
 #define RECLAIM_BACKOFF_MAX 5   /* an idle heap is looked at every 32 passes at least */
 
