@@ -119,7 +119,7 @@ static HAK_NOINLINE void *alloc_refill(hak_heap_t *h, size_t cls, size_t n)
 static HAK_INLINE void *hak_malloc_inline(size_t n)
 {
   if (HAK_LIKELY(n < hak_fast_limit)) {
-    hak_heap_t *h = hak_tls_heap;
+    hak_heap_t *h = hak_heap_self();
     size_t c = hak_fast_size_class(n);
     /* and the profiler's countdown, in its units (prof.h) */
     void *p = hak_heap_pop_counted(h, c, (size_t)hak_prof_units(n), prof_sample_popped);

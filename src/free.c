@@ -229,7 +229,7 @@ HAK_NOINLINE void hak_free_generic(hak_heap_t *h, void *p)
  * Inline for the exported free, as hak_malloc_inline. */
 static HAK_INLINE void hak_free_inline(void *p)
 {
-  hak_heap_t *h = hak_tls_heap;
+  hak_heap_t *h = hak_heap_self();
   uintptr_t k = hak_owned_key(p);
   if (HAK_LIKELY(HAK_OWNED_SLOT(h, p) == k)) {
     free_local_fast(h, p);

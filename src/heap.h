@@ -13,6 +13,11 @@ extern HAK_HIDDEN hak_heap_t hak_heap_dead;       /* after the thread's heap was
  * hak_heap_dead).  Atomic: the purger swaps an idle thread's heap for the
  * placeholder (heap.c, "idle heaps"); loads are plain moves on x86. */
 extern HAK_HIDDEN __thread _Atomic(hak_heap_t *) hak_tls_heap;
+/* The fast paths' read of it: relaxed (a plain load on every target).  A
+ * heap the purger swapped out is seen by the thread's next call: the swap
+ * comes before the purger finds the thread blocked, and the thread's wake-up
+ * orders it; the slow path then takes the heap's lock (acquire). */
+static inline hak_heap_t *hak_heap_self(void) { return atomic_load_explicit(&hak_tls_heap, memory_order_relaxed); }
 /* The block the calling thread's last refill carved from a fresh slab
  * (hak_slab_t.fresh) and handed out: zero but for its link and check words.
  * Written by that thread only: set by the refill (heap.c), cleared and
