@@ -610,8 +610,6 @@ static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
   if (p != NULL) {
     bool held = hak_heap_lock(p);
     hak_stats_heap_start(p);
-    p->home_tid = 0;  /* no thread's until home_set */
-    p->home_slot = NULL;
     p->heir_tag = 0;
     p->prof_left = hak_prof_next_left();   /* the first sampling interval */
     p->state = HAK_HEAP_LIVE;
@@ -623,8 +621,6 @@ static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
   if (h == NULL) return NULL;
   bool held = hak_heap_lock(h);
   heap_reset(h);
-  h->home_tid = 0;
-  h->home_slot = NULL;
   hak_stats_heap_start(h);
   h->prof_left = hak_prof_next_left();     /* the first sampling interval */
   h->state = HAK_HEAP_LIVE;
@@ -634,11 +630,19 @@ static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
 
 hak_heap_t *hak_heap_acquire(void) { return heap_acquire(false, NULL); }
 
+/* h stops being a thread's own (parked or given up; the caller holds its
+ * lock): the purger no longer takes it from any thread (see "idle heaps"). */
+static void home_clear(hak_heap_t *h)
+{
+  h->home_tid = 0;
+  h->home_slot = NULL;
+}
+
 /* h becomes the calling thread's own (see "idle heaps"). */
 static void home_set(hak_heap_t *h)
 {
   bool held = hak_heap_lock(h);
-  h->home_tid = hak_tprobe_tid();
+  h->home_tid = hak_os_tid();
   h->home_slot = &hak_tls_heap;
   hak_heap_unlock(h, held);
   hak_tls_home = h;
@@ -741,8 +745,6 @@ hak_heap_t *hak_heap_inherit(hak_heap_t *h)
   h->heir_tag = 0;
   bool held = hak_heap_lock(n);
   hak_stats_heap_start(n);
-  n->home_tid = 0;  /* until home_set */
-  n->home_slot = NULL;
   n->heir_tag = 0;
   n->prof_left = h->prof_left;   /* the thread's countdown goes on */
   n->state = HAK_HEAP_LIVE;
@@ -775,6 +777,7 @@ void *hak_heap_alloc_orphan(size_t cls)
 static void heap_give_up(hak_heap_t *h, bool idle)
 {
   bool held = hak_heap_lock(h);
+  home_clear(h);
   hak_slab_t *s;
   hak_large_kept_release(h);
   hak_tcache_flush_all(h);
@@ -826,6 +829,7 @@ void hak_heap_abandon(hak_heap_t *h)
 static void heap_park(hak_heap_t *h)
 {
   bool held = hak_heap_lock(h);
+  home_clear(h);
   hak_large_kept_release(h);
   hak_tcache_flush_all(h);
   hak_remote_flush(h);  /* blocks of other heaps' slabs go back now */

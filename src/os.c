@@ -264,6 +264,27 @@ uint64_t hak_os_now_ms(void)
 /* sched_getcpu: the kernel's rseq area or the vDSO, no system call. */
 int hak_os_cpu(void) { return sched_getcpu(); }
 
+int hak_os_tid(void) { return (int)syscall(SYS_gettid); }
+
+size_t hak_os_read_file(const char *path, char *buf, size_t size)
+{
+  int saved = errno;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  size_t n = 0;
+  if (fd >= 0) {
+    while (n + 1 < size) {
+      ssize_t r = read(fd, buf + n, size - 1 - n);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      n += (size_t)r;
+    }
+    close(fd);
+  }
+  buf[n] = 0;
+  errno = saved;
+  return n;
+}
+
 /* The doorbell: 1 from the waiter's arm until it is rung, 0 otherwise, and
  * 2 while the waiter sleeps with a deadline.  The waiter arms (stores 1),
  * looks for work once more, then sleeps only while the word is still what

@@ -17,6 +17,10 @@ bool  hak_os_grow_in_place(void *p, size_t old, size_t new_size);
 bool  hak_os_move(void *from, size_t size, void *dst);  /* page tables only */
 uint64_t hak_os_now_ms(void);
 int   hak_os_cpu(void);   /* the CPU the calling thread runs on now, -1 if unknown */
+int   hak_os_tid(void);   /* the calling thread's kernel thread id */
+/* Read a small file with open/read (no stdio, errno kept): its first
+ * size - 1 bytes at most, NUL-terminated; its length, 0 on failure. */
+size_t hak_os_read_file(const char *path, char *buf, size_t size);
 /* A doorbell for one waiter (the purger thread, purge.c): it arms the bell,
  * looks for work, and if there is none sleeps until the bell rings or ms
  * pass (ms == 0: until it rings).  Any thread rings after publishing work. */

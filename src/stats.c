@@ -49,26 +49,6 @@ static uint64_t default_name[2];
 
 /* ------------------------------------------------------------------ names */
 
-/* Read a small file with open/read (no stdio); its length, 0 on failure. */
-size_t hak_stats_read_file(const char *path, char *buf, size_t size)
-{
-  int saved = errno;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  size_t n = 0;
-  if (fd >= 0) {
-    while (n + 1 < size) {
-      ssize_t r = read(fd, buf + n, size - 1 - n);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      n += (size_t)r;
-    }
-    close(fd);
-  }
-  buf[n] = 0;
-  errno = saved;
-  return n;
-}
-
 void hak_stats_name_pack(const char *s, uint64_t w[2])
 {
   char b[16] = { 0 };
@@ -157,7 +137,7 @@ void hak_stats_heap_start(hak_heap_t *h)
   if (hak_opt.stats < 2) return;
   uint64_t w[2];
   self_name(w);
-  atomic_store_explicit(&h->tid, (int32_t)syscall(SYS_gettid), memory_order_relaxed);
+  atomic_store_explicit(&h->tid, (int32_t)hak_os_tid(), memory_order_relaxed);
   atomic_store_explicit(&h->name[0], w[0], memory_order_relaxed);
   atomic_store_explicit(&h->name[1], w[1], memory_order_relaxed);
 }
@@ -170,7 +150,7 @@ void hak_stats_init(void)
   if (fd >= 0) report_fd = fd;
   errno = saved;
   char b[32];
-  if (hak_stats_read_file("/proc/self/comm", b, sizeof b) > 0) hak_stats_name_pack(b, default_name);
+  if (hak_os_read_file("/proc/self/comm", b, sizeof b) > 0) hak_stats_name_pack(b, default_name);
 }
 
 /* ------------------------------------------------------ remote-free matrix */

@@ -55,7 +55,6 @@ static inline unsigned hak_id_hash(uint32_t id, unsigned bits) { return (id * 0x
 typedef void (*hak_pair_fn)(uint32_t freer, uint32_t owner, uint64_t n, void *ctx);
 void hak_stats_for_each_folded(hak_pair_fn f, void *ctx);  /* exited threads' (freer, owner) counts */
 int hak_stats_report_fd(void);       /* the exit report's descriptor */
-size_t hak_stats_read_file(const char *path, char *buf, size_t size);  /* no stdio; length, 0 on failure */
 void hak_stats_name_pack(const char *s, uint64_t w[2]);    /* a thread name, two words of a char[16] */
 void hak_stats_name_unpack(const uint64_t w[2], char out[16]);
 bool hak_stats_name_is_set(const uint64_t w[2]);            /* given, not the process's default */

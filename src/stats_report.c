@@ -62,7 +62,7 @@ static void thread_label(uint32_t id, char out[24])
       hak_out_str(&path, "/comm");
       path.buf[path.len] = 0;
       char b[32];
-      if (hak_stats_read_file(path.buf, b, sizeof b) > 0) hak_stats_name_pack(b, w);
+      if (hak_os_read_file(path.buf, b, sizeof b) > 0) hak_stats_name_pack(b, w);
     }
     break;
   }
@@ -137,7 +137,7 @@ static uint64_t sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 static uint64_t peak_rss(void)
 {
   char b[4096];
-  if (hak_stats_read_file("/proc/self/status", b, sizeof b) == 0) return 0;
+  if (hak_os_read_file("/proc/self/status", b, sizeof b) == 0) return 0;
   const char *p = strstr(b, "VmHWM:");
   if (p == NULL) return 0;
   p += 6;

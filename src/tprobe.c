@@ -31,13 +31,13 @@
  * most.  Finding hakmem's code (hak_tprobe_init) takes the loader's lock,
  * so the purger does it once, at its start, holding nothing. */
 #include "tprobe.h"
+#include "os.h"
 
 #include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -47,8 +47,6 @@
  * text_state: 0 not looked yet, 1 found in a shared object, 2 none usable. */
 static uintptr_t text_lo, text_hi;
 static int text_state;
-
-int hak_tprobe_tid(void) { return (int)syscall(SYS_gettid); }
 
 static int find_text(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -71,18 +69,6 @@ static int find_text(struct dl_phdr_info *info, size_t size, void *arg)
 
 static bool in_text(uintptr_t a) { return a >= text_lo && a < text_hi; }
 
-/* The file's first n - 1 bytes at most, NUL-terminated; false if none. */
-static bool read_small(const char *path, char *buf, size_t n)
-{
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t k = read(fd, buf, n - 1);
-  close(fd);
-  if (k <= 0) return false;
-  buf[k] = 0;
-  return true;
-}
-
 static bool task_file(char *path, size_t n, int tid, const char *name)
 {
   int k = snprintf(path, n, "/proc/self/task/%d/%s", tid, name);
@@ -93,7 +79,7 @@ static bool task_file(char *path, size_t n, int tid, const char *name)
 static bool read_switches(int tid, unsigned long sw[2])
 {
   char path[64], buf[2048];
-  if (!task_file(path, sizeof path, tid, "status") || !read_small(path, buf, sizeof buf)) return false;
+  if (!task_file(path, sizeof path, tid, "status") || hak_os_read_file(path, buf, sizeof buf) == 0) return false;
   static const char *const key[2] = { "\nvoluntary_ctxt_switches:", "\nnonvoluntary_ctxt_switches:" };
   for (int i = 0; i < 2; i++) {
     const char *at = strstr(buf, key[i]);
@@ -108,7 +94,7 @@ static bool read_switches(int tid, unsigned long sw[2])
 static bool read_blocked(int tid, char *line, size_t n, uintptr_t *sp, uintptr_t *pc)
 {
   char path[64];
-  if (!task_file(path, sizeof path, tid, "syscall") || !read_small(path, line, n)) return false;
+  if (!task_file(path, sizeof path, tid, "syscall") || hak_os_read_file(path, line, n) == 0) return false;
   if (line[0] < '0' || line[0] > '9') return false;   /* "running", or -1: not blocked in the kernel */
   unsigned long long v[9];  /* number, six arguments, stack pointer, program counter */
   char *s = line;

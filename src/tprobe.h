@@ -5,9 +5,6 @@
 
 #include "base.h"
 
-/* The calling thread's kernel thread id. */
-int hak_tprobe_tid(void);
-
 /* Find hakmem's code (dl_iterate_phdr, which takes the loader's lock: call
  * it holding nothing of hakmem's).  The purger's alone, as the rest. */
 void hak_tprobe_init(void);

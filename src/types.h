@@ -429,7 +429,8 @@ struct hak_heap {
   /* The thread whose heap this is (its kernel id, and its hak_tls_heap, so
    * that the purger can take the heap from it, heap.c "idle heaps"):
    * written by that thread under `lock` when the heap becomes its own,
-   * read by the purger under `lock`; home_tid 0 while no thread has it. */
+   * cleared under `lock` when the heap is parked or given up, read by the
+   * purger under `lock`; 0 and NULL while no thread has the heap. */
   int32_t home_tid;
   _Atomic(struct hak_heap *) *home_slot;
   /* The arena run of a large block this heap's thread freed, kept out of
