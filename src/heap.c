@@ -630,8 +630,9 @@ static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
 
 hak_heap_t *hak_heap_acquire(void) { return heap_acquire(false, NULL); }
 
-/* h stops being a thread's own (parked or given up; the caller holds its
- * lock): the purger no longer takes it from any thread (see "idle heaps"). */
+/* h stops being a thread's own (parked or given up, the caller holding its
+ * lock; or its thread is not in a fork child, which has no other thread):
+ * the purger no longer takes it from any thread (see "idle heaps"). */
 static void home_clear(hak_heap_t *h)
 {
   h->home_tid = 0;
@@ -1116,6 +1117,14 @@ void hak_heap_after_fork(bool child)
     for (hak_heap_t *p = park_newest; p != NULL; p = p->park_next)
       for (hak_superslab_t *ss = p->ss_list; ss != NULL; ss = ss->next)
         FOR_EACH_SLAB(ss, s) hak_remote_after_fork_child(s);
+  /* The other threads' heaps stay live in the child, their threads gone:
+   * their hak_tls_heap slots went with the threads' stacks (glibc reuses
+   * or unmaps them), so the purger must never swap them (see "idle
+   * heaps").  This thread's heap keeps its slot, under a new thread id. */
+  if (child)
+    for (hak_heap_t *o = hak_heap_list(); o != NULL; o = o->all_next)
+      if (o != h) home_clear(o);
+  if (child && h == hak_tls_home) h->home_tid = hak_os_tid();
   hak_handoff_after_fork(&hak_abandoned, child);
   hak_handoff_after_fork(&pool, child);
   if (child) {

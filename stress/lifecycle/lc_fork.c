@@ -16,6 +16,10 @@
  *     table and the new thread the odd ones (blocks allocated by parent
  *     threads that do not exist in the child), both check every stamp;
  *   - both allocate, realloc and free blocks of mixed sizes;
+ *   - with --child-linger-ms N, the child then blocks N ms in poll(): the
+ *     heaps of the parent's other threads stay live and idle in the child
+ *     (their threads and stacks are gone), and an allocator's background
+ *     thread gets the time to pass over them;
  *   - _exit(0) when all checks held, a distinct non-zero code otherwise.
  * The parent frees its copy of the batch and waits for each child with a
  * deadline (--child-timeout seconds; SIGCHLD is blocked in every thread and
@@ -28,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -80,6 +85,7 @@ static size_t check(const void *p)
 
 static long n_workers, n_forks, slots_per_worker, batch_n, child_blocks;
 static double child_timeout;
+static long child_linger_ms;
 
 static _Atomic(void *) *table; /* n_workers * slots_per_worker slots */
 static size_t table_n;
@@ -197,6 +203,8 @@ static int child_main(void **batch, long nbatch, long fork_no)
   child_work(&a);
   if (pthread_join(th, NULL) != 0)
     return CHILD_THREAD;
+  if (child_linger_ms > 0)
+    (void)poll(NULL, 0, (int)child_linger_ms);
   if (a.rc != CHILD_OK)
     return a.rc;
   return b.rc;
@@ -345,7 +353,9 @@ int main(int argc, char **argv)
   batch_n = ts_arg_long(argc, argv, "--batch", 32);
   child_blocks = ts_arg_long(argc, argv, "--child-blocks", 64);
   child_timeout = ts_arg_double(argc, argv, "--child-timeout", 20.0);
-  if (n_workers < 1 || n_forks < 1 || slots_per_worker < 1 || batch_n < 1 || child_blocks < 1)
+  child_linger_ms = ts_arg_long(argc, argv, "--child-linger-ms", 0);
+  if (n_workers < 1 || n_forks < 1 || slots_per_worker < 1 || batch_n < 1 || child_blocks < 1 ||
+      child_linger_ms < 0 || child_linger_ms > 60000)
     TS_FAIL_EXIT("bad parameters");
 
   /* SIGCHLD blocked in every thread (workers inherit the mask), so that it
