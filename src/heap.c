@@ -971,7 +971,9 @@ void hak_heap_lock_wait(hak_heap_t *h)
  * a row and the fourth, eighth .. (a thread that runs its own code for a
  * while before it blocks is looked at again; nothing of h is read before
  * the probe, since the thread may be using it):
- * h is swapped for the placeholder in its thread's hak_tls_heap (a CAS, so
+ * a thread that runs is left alone (a thread that only allocates large
+ * blocks takes no heap lock, and looks idle while it works); else h is
+ * swapped for the placeholder in its thread's hak_tls_heap (a CAS, so
  * a thread that changed its heap meanwhile keeps it), then, if the probe
  * finds the thread blocked outside hakmem (tprobe.h), no call of the
  * thread can be using h (one in flight would be on its stack) and every
@@ -983,7 +985,8 @@ void hak_heap_lock_wait(hak_heap_t *h)
 static bool heap_take_fast(hak_heap_t *h)
 {
   uint32_t idle = h->reclaim_idle;
-  if (!hak_opt.idle_take || idle == 0 || (idle & (idle - 1)) != 0 || h->home_slot == NULL || !hak_tprobe_usable())
+  if (!hak_opt.idle_take || idle == 0 || (idle & (idle - 1)) != 0 || h->home_slot == NULL ||
+      !hak_tprobe_blocked(h->home_tid))
     return false;
   hak_heap_t *expect = h;
   /* seq_cst: the swap is visible before the probe looks at the thread. */

@@ -165,6 +165,13 @@ void hak_tprobe_init(void)
 
 bool hak_tprobe_usable(void) { return text_state == 1; }
 
+bool hak_tprobe_blocked(int tid)
+{
+  char line[256];
+  uintptr_t sp, pc;
+  return tid > 0 && hak_tprobe_usable() && read_blocked(tid, line, sizeof line, &sp, &pc);
+}
+
 bool hak_tprobe_outside(int tid)
 {
   if (tid <= 0 || !hak_tprobe_usable()) return false;

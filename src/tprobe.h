@@ -20,5 +20,9 @@ bool hak_tprobe_usable(void);
  * tell (the thread ran, /proc or process_vm_readv refused, the probe not
  * usable). */
 bool hak_tprobe_outside(int tid);
+/* Whether thread tid of this process is blocked in the kernel now (one
+ * look, which proves nothing about hakmem's code: a cheap first test, so
+ * that a running thread is not made to wait for a probe). */
+bool hak_tprobe_blocked(int tid);
 
 #endif /* HAKMEM_TPROBE_H */
