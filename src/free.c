@@ -205,6 +205,14 @@ HAK_NOINLINE void hak_free_generic(hak_heap_t *h, void *p)
     }
   }
   hak_rcu_read_lock();
+  /* The lock's first use in a thread registers it, a call out of hakmem:
+   * the purger may have taken h meanwhile (tprobe.c); the free then starts
+   * again, from the placeholder's slow path. */
+  if (HAK_UNLIKELY(hak_heap_self() != h)) {
+    hak_rcu_read_unlock();
+    hak_free(p);
+    return;
+  }
   tag = hak_map_get(p);
   if ((tag & HAK_TAG_KIND) == HAK_TAG_SS) {
     free_remote(h, p);

@@ -637,6 +637,7 @@ static void home_clear(hak_heap_t *h)
 {
   h->home_tid = 0;
   h->home_slot = NULL;
+  h->home_stack = 0;
 }
 
 /* h becomes the calling thread's own (see "idle heaps"). */
@@ -645,6 +646,7 @@ static void home_set(hak_heap_t *h)
   bool held = hak_heap_lock(h);
   h->home_tid = hak_os_tid();
   h->home_slot = &hak_tls_heap;
+  h->home_stack = (uintptr_t)__builtin_frame_address(0);
   hak_heap_unlock(h, held);
   hak_tls_home = h;
   hak_tls_heap = h;
@@ -991,7 +993,7 @@ static bool heap_take_fast(hak_heap_t *h)
   hak_heap_t *expect = h;
   /* seq_cst: the swap is visible before the probe looks at the thread. */
   if (!atomic_compare_exchange_strong(h->home_slot, &expect, &hak_heap_unstarted)) return false;
-  if (!hak_tprobe_outside(h->home_tid)) {
+  if (!hak_tprobe_outside(h->home_tid, h->home_stack)) {
     expect = &hak_heap_unstarted;
     (void)atomic_compare_exchange_strong(h->home_slot, &expect, h);
     return false;

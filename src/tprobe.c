@@ -19,8 +19,16 @@
  * A thread interrupted inside hakmem (a fast path that a signal handler
  * interrupted, the handler then blocked; a slow path blocked in mmap) has
  * hakmem's address on that stack: the interrupted program counter in the
- * signal frame, or a return address.  A handler on an alternate stack has
- * its stack pointer and the frame there.  Words that only look like
+ * signal frame, or a return address.  A thread whose stack pointer is not
+ * in the mapping of the stack it took its heap on is refused: a handler on
+ * an alternate signal stack (the frames it interrupted stay on the
+ * thread's stack, unread), a coroutine's stack.  What the probe cannot
+ * tell apart, an alternate stack carved out of the thread's own stack
+ * above the frames it interrupted, leaves one case: a signal that arrives
+ * while hakmem's lock-free path is in a call out of hakmem (the RCU read
+ * lock, memcpy) has no hakmem address in the frames read; so no such path
+ * uses its heap after such a call without reading hak_tls_heap again
+ * (free.c, alloc.c).  Words that only look like
  * hakmem's addresses make the probe say no: a missed chance, never a wrong
  * yes.  hakmem's code is the executable segment of the shared object that
  * holds it (dl_iterate_phdr); linked into the program, hakmem's code is not
@@ -109,8 +117,8 @@ static bool read_blocked(int tid, char *line, size_t n, uintptr_t *sp, uintptr_t
   return true;
 }
 
-/* The end of the mapping that holds a, from /proc/self/maps. */
-static bool mapping_end(uintptr_t a, uintptr_t *end)
+/* The mapping [start, end) that holds a, from /proc/self/maps. */
+static bool mapping_of(uintptr_t a, uintptr_t *start, uintptr_t *end)
 {
   int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -127,6 +135,7 @@ static bool mapping_end(uintptr_t a, uintptr_t *end)
       char *e;
       unsigned long long lo = strtoull(line, &e, 16), hi = *e == '-' ? strtoull(e + 1, NULL, 16) : 0;
       if (a >= lo && a < hi) {
+        *start = (uintptr_t)lo;
         *end = (uintptr_t)hi;
         found = true;
       }
@@ -172,14 +181,15 @@ bool hak_tprobe_blocked(int tid)
   return tid > 0 && hak_tprobe_usable() && read_blocked(tid, line, sizeof line, &sp, &pc);
 }
 
-bool hak_tprobe_outside(int tid)
+bool hak_tprobe_outside(int tid, uintptr_t on_stack)
 {
   if (tid <= 0 || !hak_tprobe_usable()) return false;
   unsigned long before[2], after[2];
   char first[256], second[256];
-  uintptr_t sp, pc, sp2, pc2, end;
+  uintptr_t sp, pc, sp2, pc2, start = 0, end = 0;
   if (!read_switches(tid, before) || !read_blocked(tid, first, sizeof first, &sp, &pc)) return false;
-  if (in_text(pc) || !mapping_end(sp, &end) || !stack_clean(sp, end)) return false;
+  if (in_text(pc) || !mapping_of(sp, &start, &end) || on_stack < start || on_stack >= end || !stack_clean(sp, end))
+    return false;
   /* The same call, and no switch between: the stack read was the stack. */
   if (!read_blocked(tid, second, sizeof second, &sp2, &pc2) || strcmp(first, second) != 0) return false;
   return read_switches(tid, after) && before[0] == after[0] && before[1] == after[1];

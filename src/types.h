@@ -317,7 +317,7 @@ typedef struct hak_pend {
  *               park_prev, park_next, parked_ms, parked_cpu, parked,
  *               claimed, heir_tag, heir_ms, lock, reclaim_seen, reclaim_skip,
  *               reclaim_backoff, reclaim_idle, reclaim_kept, home_tid,
- *               home_slot; heir_frees (through
+ *               home_slot, home_stack; heir_frees (through
  *               heap.h's inline functions)
  *   large       large_kept, large_kept_bytes
  *   tcache      tcache, tcache_room, tcache_grown
@@ -426,13 +426,15 @@ struct hak_heap {
    * idle. */
   uint32_t reclaim_seen, reclaim_skip, reclaim_backoff, reclaim_idle;
   struct hak_large *reclaim_kept;  /* large_kept as its last pass saw it */
-  /* The thread whose heap this is (its kernel id, and its hak_tls_heap, so
-   * that the purger can take the heap from it, heap.c "idle heaps"):
-   * written by that thread under `lock` when the heap becomes its own,
-   * cleared under `lock` when the heap is parked or given up, read by the
-   * purger under `lock`; 0 and NULL while no thread has the heap. */
+  /* The thread whose heap this is (its kernel id, its hak_tls_heap, and an
+   * address on its stack, so that the purger can take the heap from it,
+   * heap.c "idle heaps"): written by that thread under `lock` when the
+   * heap becomes its own, cleared under `lock` when the heap is parked or
+   * given up, read by the purger under `lock`; 0 and NULL while no thread
+   * has the heap. */
   int32_t home_tid;
   _Atomic(struct hak_heap *) *home_slot;
+  uintptr_t home_stack;
   /* The arena run of a large block this heap's thread freed, kept out of
    * the arenas for the thread's next large malloc (large.c, "kept runs").
    * Written only by large.c: stored by a CAS from NULL (the thread's
