@@ -631,8 +631,9 @@ static hak_heap_t *heap_acquire(bool warm, hak_heap_t *want)
 hak_heap_t *hak_heap_acquire(void) { return heap_acquire(false, NULL); }
 
 /* h stops being a thread's own (parked or given up, the caller holding its
- * lock; or its thread is not in a fork child, which has no other thread):
- * the purger no longer takes it from any thread (see "idle heaps"). */
+ * lock; or, in a fork child, its thread is gone, and the child's only
+ * thread clears it): the purger no longer takes it from any thread (see
+ * "idle heaps"). */
 static void home_clear(hak_heap_t *h)
 {
   h->home_tid = 0;

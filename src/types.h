@@ -430,8 +430,9 @@ struct hak_heap {
    * address on its stack, so that the purger can take the heap from it,
    * heap.c "idle heaps"): written by that thread under `lock` when the
    * heap becomes its own, cleared under `lock` when the heap is parked or
-   * given up, read by the purger under `lock`; 0 and NULL while no thread
-   * has the heap. */
+   * given up (and in a fork child, for the heaps of the threads it does
+   * not have, by its only thread), read by the purger under `lock`; 0 and
+   * NULL while no thread has the heap. */
   int32_t home_tid;
   _Atomic(struct hak_heap *) *home_slot;
   uintptr_t home_stack;
