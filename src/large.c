@@ -153,6 +153,14 @@ static struct large_counts {
 static _Atomic(size_t) large_peak_bytes;
 static _Atomic(uint64_t) large_peak_ms;
 #define PEAK_WINDOW_MS 1000
+/* Mappings a free purged whole to stay within the bound while no purger
+ * thread ran, which would have let the cache keep them up to the peak:
+ * after PURGER_MIN_BOUND_PURGES of them the purger starts (purge.c), so a
+ * program that frees and allocates a buffer above a quarter of
+ * hak_opt.large_cache again and again stops faulting it in each time.
+ * relaxed: a count that only starts the purger. */
+static _Atomic(uint32_t) bound_purges;
+uint32_t hak_large_bound_purges(void) { return atomic_load_explicit(&bound_purges, memory_order_relaxed); }
 
 /* The cache's temperature (default mode only; in secure mode the cache is
  * always used, its mappings protected).  Cold: a freed mapping is not
@@ -564,8 +572,9 @@ static uint64_t bank_decay(uint64_t now, bool force)
  * so it is measured, on the blocks left to fault in 4 KiB at a time
  * (probes): at the free of one, its pages that were fresh at its allocation
  * [probe_from, probe_to) (a mapping's in its first region, an arena
- * block's first 2 MiB) are looked at (mincore); at least 7/8 of them
- * resident counts +1, fewer -2 (the score stays within +-FILL_SCORE_MAX).
+ * block's first 2 MiB) are looked at (mincore, on their last
+ * FILL_LOOK_PAGES: probe_look); at least 7/8 of them resident counts +1,
+ * fewer -2 (the score stays within +-FILL_SCORE_MAX).
  * Two scores: one for blocks under 2 MiB, one for blocks of 2 MiB or more
  * (big_block), so a program's big tables used in part and its big buffers
  * written whole are told apart from its smaller blocks (bench/mstress
@@ -578,12 +587,44 @@ static uint64_t bank_decay(uint64_t now, bool force)
 #define FILL_SCORE_MAX 8
 #define FILL_PROBE_EVERY 4
 #define FILL_PROBE_MIN 16
+#define FILL_LOOK_PAGES 64
 static _Atomic(int) fill_score[2];  /* [big_block(usable)] */
 static _Atomic(uint32_t) fill_count;
 
 static inline bool big_block(size_t usable) { return usable >= HAK_SS_SIZE; }
 
 static inline int score_of(bool big) { return atomic_load_explicit(&fill_score[big], memory_order_relaxed); }
+
+/* Whether the next block counts as every FILL_PROBE_EVERY-th. */
+static inline bool fill_turn(void)
+{
+  return atomic_fetch_add_explicit(&fill_count, 1, memory_order_relaxed) % FILL_PROBE_EVERY == 0;
+}
+
+/* Whether a block of a mapping whose score is not positive is a probe:
+ * while the score is at its floor, only every FILL_PROBE_EVERY-th (the
+ * others fault in as the program touches them, as a probe would, without
+ * its two mincore calls: most of a malloc and free of a 16 MiB buffer
+ * used in part); the first that finds its block written whole lifts the
+ * score off the floor, and every block is a probe again. */
+static inline bool probe_due(bool big) { return score_of(big) > -FILL_SCORE_MAX || fill_turn(); }
+
+/* Look at a probe's pages [at, at + pages pages): at their last
+ * FILL_LOOK_PAGES, which tell a block written whole from one used in part
+ * as all of them would (a buffer filled from its start reaches them
+ * last), at an eighth of the cost (mincore's is by the page: 1.7 us for
+ * 2 MiB, two calls a malloc and free of a big buffer used in part, while
+ * its score is not positive).  *resident of *looked pages; false if
+ * mincore failed. */
+static bool probe_look(const void *at, size_t pages, size_t *resident, size_t *looked)
+{
+  unsigned char vec[FILL_LOOK_PAGES];
+  size_t n = pages < FILL_LOOK_PAGES ? pages : FILL_LOOK_PAGES;
+  if (!hak_os_residency((const char *)at + (pages - n) * HAK_PAGE_SIZE, n * HAK_PAGE_SIZE, vec)) return false;
+  *resident = hak_os_count_resident(vec, 0, n);
+  *looked = n;
+  return true;
+}
 
 /* The score moved by delta, within +-FILL_SCORE_MAX; returns it. */
 static int score_add(bool big, int delta)
@@ -632,11 +673,9 @@ static int large_live_evidence(void)
   int score = score_of(true);
   uintptr_t v = tls_live_probe;
   if (score != 0 || v == 0) return score;
-  size_t pages = (v & (HAK_PAGE_SIZE - 1)) + 1;
-  unsigned char vec[HAK_SS_SIZE / HAK_PAGE_SIZE];
+  size_t pages = (v & (HAK_PAGE_SIZE - 1)) + 1, resident, looked;
   const void *at = (const void *)(v & ~(uintptr_t)(HAK_PAGE_SIZE - 1));
-  if (pages > sizeof vec || !hak_os_residency(at, pages * HAK_PAGE_SIZE, vec)) return score;
-  if (hak_os_count_resident(vec, 0, pages) * 8 < pages * 7) return score;
+  if (!probe_look(at, pages, &resident, &looked) || resident * 8 < looked * 7) return score;
   tls_live_probe = 0;
   return score_add(true, 1);
 }
@@ -673,21 +712,30 @@ static size_t probe_end(size_t from, size_t to)
 
 /* A big block before evidence on a reused mapping whose first-region pages
  * an earlier block wrote (at least the watermark says so: l->dirty_from)
- * is a probe too if fewer than 1/8 of its first 2 MiB are resident: at
- * least 7/8 at its free then means this block wrote them.  Without it, a
+ * is a probe too: if fewer than 1/8 of the pages probe_look sees are
+ * resident, at least 7/8 at its free then means this block wrote them;
+ * if more, the last FILL_PROBE_MIN of them go back first (one madvise
+ * call, and as many page faults if the block is written whole) and are
+ * its probe, so that its free tells all the same.  Without it, a
  * program that used its big blocks in part and then writes them whole
- * reuses its cached mappings for them, whose dirty first regions could not
- * be probed, and found the evidence one fresh mapping at a time (with 4
- * blocks of 12.5 MiB cached, one a round).  One mincore call a big block,
- * only while their score is not positive. */
+ * reuses its cached mappings for them, whose dirty first regions could
+ * not be probed: it found the evidence one fresh mapping at a time (with
+ * 4 blocks of 12.5 MiB cached, one a round), and not at all once the
+ * cache kept every mapping's pages.  While the score is positive, every
+ * FILL_PROBE_EVERY-th such block is one (large_fill), as the blocks on
+ * fresh pages are: else a program that went on to use its big blocks in
+ * part, in mappings its whole writes had filled, never lowered it.  One
+ * mincore call a block that is a probe. */
 static void large_probe_reused(hak_large_t *l, size_t from, size_t end, size_t usable)
 {
   size_t to = probe_end(from, (end < l->huge_from ? end : l->huge_from) & ~(HAK_PAGE_SIZE - 1));
-  if (to == 0) return;
-  unsigned char vec[HAK_SS_SIZE / HAK_PAGE_SIZE];
-  size_t pages = (to - from) / HAK_PAGE_SIZE;
-  if (!hak_os_residency((const char *)l + from, to - from, vec)) return;
-  if (hak_os_count_resident(vec, 0, pages) * 8 >= pages) return;
+  size_t resident, looked;
+  if (to == 0 || !probe_look((const char *)l + from, (to - from) / HAK_PAGE_SIZE, &resident, &looked)) return;
+  if (resident * 8 >= looked) {
+    from = to - FILL_PROBE_MIN * HAK_PAGE_SIZE;
+    hak_os_purge((char *)l + from, to - from);
+    l->probe_wiped = 1;
+  }
   large_probe_set(l, usable, from, to);
 }
 
@@ -705,19 +753,20 @@ static void large_fill(hak_large_t *l, size_t off, size_t size, bool zero, bool 
   if (to > off + size) to = off + size;
   if (to > cap) to = cap;
   to &= ~(HAK_PAGE_SIZE - 1);
-  l->probe_from = l->probe_to = 0;
+  l->probe_from = l->probe_to = l->probe_wiped = 0;
   if (hak_opt.secure) return;
   if (to < from + FILL_PROBE_MIN * HAK_PAGE_SIZE) {
-    if (!zero && !grow && big_block(usable) && score_of(true) <= 0) large_probe_reused(l, from, off + usable, usable);
+    if (!zero && !grow && big_block(usable) && (score_of(true) <= 0 ? probe_due(true) : fill_turn()))
+      large_probe_reused(l, from, off + usable, usable);
     return;
   }
-  if (grow || (!zero && score_of(big_block(usable)) > 0 &&
-      atomic_fetch_add_explicit(&fill_count, 1, memory_order_relaxed) % FILL_PROBE_EVERY != 0)) {
+  bool big = big_block(usable);
+  if (grow || (!zero && score_of(big) > 0 && !fill_turn())) {
     large_populate(l, from, to);
     return;
   }
   /* A reused mapping's 4 KiB pages may reach further than a probe looks. */
-  large_probe_set(l, usable, from, probe_end(from, to));
+  if (score_of(big) > 0 || probe_due(big)) large_probe_set(l, usable, from, probe_end(from, to));
 }
 
 /* Whether the arena run of a block of `size` bytes gets huge pages (never
@@ -759,16 +808,17 @@ static void arena_commit(hak_large_t *l, size_t off, size_t size)
   if (to >= from + FILL_PROBE_MIN * HAK_PAGE_SIZE) large_populate(l, from, to);
 }
 
-/* The block of l is being freed: if it was a probe, score it. */
-static void large_fill_probe(const hak_large_t *l)
+/* The block of l is being freed: if it was a probe, score it; whether it
+ * was a probe that the block used in part. */
+static bool large_fill_probe(const hak_large_t *l)
 {
-  if (l->probe_to == l->probe_from) return;
-  unsigned char vec[HAK_SS_SIZE / HAK_PAGE_SIZE];  /* a probe spans 2 MiB at most */
-  size_t pages = (l->probe_to - l->probe_from) / HAK_PAGE_SIZE;
-  if (pages > sizeof vec) hak_fatal("large block: a fill probe spans more than 2 MiB", l->user);
-  if (!hak_os_residency((const char *)l + l->probe_from, l->probe_to - l->probe_from, vec)) return;
-  size_t resident = hak_os_count_resident(vec, 0, pages);
-  (void)score_add(big_block(l->usable), resident * 8 >= pages * 7 ? 1 : -2);
+  if (l->probe_to == l->probe_from) return false;
+  size_t pages = (l->probe_to - l->probe_from) / HAK_PAGE_SIZE, resident, looked;
+  if (pages > HAK_SS_SIZE / HAK_PAGE_SIZE) hak_fatal("large block: a fill probe spans more than 2 MiB", l->user);
+  if (!probe_look((const char *)l + l->probe_from, pages, &resident, &looked)) return false;
+  bool whole = resident * 8 >= looked * 7;
+  (void)score_add(big_block(l->usable), whole ? 1 : -2);
+  return !whole;
 }
 
 /* ------------------------------------------------------------ temperature */
@@ -1021,12 +1071,18 @@ static void large_note_peak(size_t live)
 
 /* What the live large bytes leave of their recent peak, beyond `held`
  * bytes the caches hold already, while a purger thread runs (it gives idle
- * pages back when the program idles); 0 without one. */
+ * pages back when the program idles); 0 without one.  The peak counts
+ * usable bytes, but a freed mapping's committed pages also hold the page
+ * under its block's start and its end's rounding (to a huge page, with
+ * them on): PEAK_SLACK more, so that a program that frees a buffer at its
+ * peak and allocates it again keeps its pages (its free purged the whole
+ * block, 7 us a pair at 16 MiB). */
+#define PEAK_SLACK HAK_SS_SIZE
 static size_t peak_room(size_t held)
 {
   if (!hak_ss_purger()) return 0;
   size_t live = atomic_load_explicit(&large_counts.live_bytes, memory_order_relaxed);
-  size_t peak = atomic_load_explicit(&large_peak_bytes, memory_order_relaxed);
+  size_t peak = atomic_load_explicit(&large_peak_bytes, memory_order_relaxed) + PEAK_SLACK;
   return peak > live + held ? peak - live - held : 0;
 }
 
@@ -1250,7 +1306,7 @@ static void *large_arena_alloc(hak_heap_t *h, size_t size, size_t align, bool ze
   l->dirty_from = l->dirty_to = 0;  /* an arena block is never cached */
   l->huge_from = 0;                 /* nor filled by large_fill: its run's regions decide */
   l->freed_ms = 0;
-  l->probe_from = l->probe_to = 0;
+  l->probe_from = l->probe_to = l->probe_wiped = 0;
   if (probe && clean) arena_probe(l, off, usable);
   else if (clean && !kept && !zero && !large_huge_on()) arena_commit(l, off, size);
   l->arena_pages = (uint32_t)pages;
@@ -1428,7 +1484,11 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
     hak_fatal("free(): double free of a large block", p);
   large_check_canary(l);
   large_check_tail(l);
-  large_fill_probe(l);
+  /* A block used in part in pages an earlier block wrote (its probe's
+   * were wiped, large_probe_reused): the program now uses its big blocks
+   * in part, and the next block in this mapping holds only what it
+   * touches. */
+  if (large_fill_probe(l) && l->probe_wiped && l->arena_pages == 0) large_purge_below(l, large_end(l));
   count_large(h, false, 1, l->usable);
   /* Freed by a thread that did not allocate it (ids, not tags: a heap is
    * reused by the next thread, with a new id but the same tag). */
@@ -1465,6 +1525,7 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
      * allocation saves the mmap, the munmap and the grace period. */
     if (l->map_size > CACHE_MAP_MAX) return l;
     large_purge_below(l, large_end(l));
+    if (!hak_ss_purger()) atomic_fetch_add_explicit(&bound_purges, 1, memory_order_relaxed);
   }
   if (hak_opt.secure) large_protect(l, false);  /* a write or read after free faults */
   uint64_t now = hak_os_now_ms();

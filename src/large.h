@@ -13,6 +13,9 @@ void  hak_large_retire(hak_large_t *l);   /* outside any read-side section */
 void  hak_large_trim(void);
 void  hak_large_decay(void);              /* purge cache entries idle past the purge delay */
 uint64_t hak_large_next_due(void);        /* when an entry next falls due (0: none keeps pages) */
+/* Mappings purged at their free for the cache's bound while no purger
+ * thread ran (starts it: purge.c). */
+uint32_t hak_large_bound_purges(void);
 hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p);  /* non-NULL: hak_large_retire it */
 hak_large_t *hak_large_of(uintptr_t tag, const void *p);  /* NULL: not a large block */
 /* Resize a live large block to size bytes, in place or by moving its pages

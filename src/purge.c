@@ -22,11 +22,13 @@
  * pthread_create allocates, which re-enters malloc safely there), once
  * the process has mapped PURGER_MIN_MAPPED, or has taken back from the
  * SuperSlab cache PURGER_MIN_REFAULTS SuperSlabs whose pages went back as
- * they entered it (superslab.c), or has seen PURGER_MIN_EXITS threads
- * exit: a small program that does not churn SuperSlabs or threads never
- * gets the thread, and one whose threads exit and start (each exit
- * releasing a SuperSlab its successor needs again) stops faulting their
- * pages in every time (lifecycle_refault: 489 minor faults a round
+ * they entered it (superslab.c), or has had PURGER_MIN_BOUND_PURGES large
+ * mappings purged whole at their free for want of it (large.c: a buffer
+ * of 16 MiB or more freed and allocated again), or has seen
+ * PURGER_MIN_EXITS threads exit: a small program that does not churn
+ * SuperSlabs or threads never gets the thread, and one whose threads exit
+ * and start (each exit releasing a SuperSlab its successor needs again)
+ * stops faulting their pages in every time (lifecycle_refault: 489 minor faults a round
  * without it, 6 with it) and has the thread caches and current slabs of
  * its idle threads taken back (bench/turnover.c, whose main thread idles
  * in pthread_join, maps under 32 MiB: peak RSS at 2 threads 11.4 ->
@@ -60,6 +62,7 @@ _Atomic(uint32_t) hak_purger_state;  /* HAK_PURGER_* (purge.h) */
 
 #define PURGER_MIN_MAPPED ((uint64_t)32 << 20)
 #define PURGER_MIN_REFAULTS 4
+#define PURGER_MIN_BOUND_PURGES 4
 #define PURGER_MIN_EXITS 64
 #define PURGER_STACK ((size_t)256 * 1024)
 #define RECLAIM_MIN_MS 10  /* the idle heaps' passes, at most this often */
@@ -99,7 +102,7 @@ void hak_purge_start(void)
 {
   if (!hak_opt.purge_thread ||
       (atomic_load_explicit(&hak_gstats.mapped_bytes, memory_order_relaxed) < PURGER_MIN_MAPPED &&
-       hak_ss_cache_refaults() < PURGER_MIN_REFAULTS &&
+       hak_ss_cache_refaults() < PURGER_MIN_REFAULTS && hak_large_bound_purges() < PURGER_MIN_BOUND_PURGES &&
        atomic_load_explicit(&hak_gstats.heaps_abandoned, memory_order_relaxed) < PURGER_MIN_EXITS))
     return;
   uint32_t none = HAK_PURGER_NONE;

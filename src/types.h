@@ -495,7 +495,7 @@ typedef struct hak_handoff {
  * committed no more than that part.  [probe_from, probe_to): the pages of
  * the first 2 MiB region that held nothing when the block was allocated and
  * were left to fault in (large.c's fill probe; equal: none), written with
- * the block's header.
+ * the block's header, as is probe_wiped.
  * A block in an arena run (arena_pages != 0) has the header in the run's
  * first page, no mapping (map_base NULL) and no cache life: freed, the run
  * goes back to its arena (arena.c), and the header with it. */
@@ -513,6 +513,7 @@ typedef struct hak_large {
   uint32_t probe_from, probe_to;
   uint32_t arena_pages;       /* a block in an arena run of this many pages (arena.c); 0: its own mapping */
   uint32_t huge_from;         /* a mapping's: its area below has 4 KiB pages, above huge-page advice (large.c) */
+  uint32_t probe_wiped;       /* 1: the probe's pages held an earlier block's data, purged at the allocation */
   hak_retired_t retired;
 } hak_large_t;
 
