@@ -808,6 +808,28 @@ static void arena_commit(hak_large_t *l, size_t off, size_t size)
   if (to >= from + FILL_PROBE_MIN * HAK_PAGE_SIZE) large_populate(l, from, to);
 }
 
+/* Zero [from, to) of l's block area, which may hold an earlier block's
+ * data (calloc, secure mode).  Where the program uses its big blocks in
+ * part (their score is not positive), the whole pages of a range of
+ * ZERO_PURGE_MIN or more (a big block's) go back instead (one madvise, and a fault for
+ * each page the program then touches): a cached mapping keeps its pages
+ * for the next block, and a 16 MiB calloc written in two pages, freed and
+ * allocated again, memset 16 MiB a round (0.64 ms; glibc, tcmalloc and
+ * mimalloc do as much, jemalloc 7 us).  Not in secure mode, nor with
+ * huge pages on, which a purge would split: memset. */
+#define ZERO_PURGE_MIN HAK_SS_SIZE
+static void large_zero(hak_large_t *l, size_t from, size_t to)
+{
+  size_t lo = hak_align_up(from, HAK_PAGE_SIZE), hi = to & ~(HAK_PAGE_SIZE - 1);
+  if (hak_opt.secure || large_huge_on() || hi < lo + ZERO_PURGE_MIN || score_of(true) > 0) {
+    memset((char *)l + from, 0, to - from);
+    return;
+  }
+  memset((char *)l + from, 0, lo - from);
+  hak_os_purge((char *)l + lo, hi - lo);
+  memset((char *)l + hi, 0, to - hi);
+}
+
 /* The block of l is being freed: if it was a probe, score it; whether it
  * was a probe that the block used in part. */
 static bool large_fill_probe(const hak_large_t *l)
@@ -1444,10 +1466,8 @@ void *hak_large_alloc(hak_heap_t *h, size_t size, size_t align, bool zero, bool 
   }
   large_fill(l, off, size, zero, grow);
   ((uintptr_t *)l->user)[-1] = hak_canary_word(l->user);
-  if ((zero || hak_opt.secure) && l->dirty_from < off + usable) {
-    size_t from = l->dirty_from > off ? l->dirty_from : off;
-    memset((char *)l + from, 0, off + usable - from);
-  }
+  if ((zero || hak_opt.secure) && l->dirty_from < off + usable)
+    large_zero(l, l->dirty_from > off ? l->dirty_from : off, off + usable);
   large_write_tail(l);
   /* The holder may write all of it, and a huge page commits its region. */
   if (l->dirty_from > large_region_floor(below)) l->dirty_from = large_region_floor(below);
