@@ -1232,8 +1232,24 @@ static void arena_run_give(hak_large_t *l)
  * hak_heap_reclaim_idle), so a thread holds at most one run, for about a
  * purge delay unless it reuses it.  A kept run stays in
  * the live totals (large_publish) until it is given back; the statistics
- * count it as cached (hak_heap_kept_bytes). */
-#define KEEP_MAX HAK_SS_SIZE
+ * count it as cached (hak_heap_kept_bytes).  A run above KEEP_SMALL, up to
+ * KEEP_MAX (the largest block the arenas serve), is kept only once the
+ * thread was seen allocating a block that fits the big run it freed last
+ * (large_keep_big), and no longer once a kept one did not fit: a 2-8 MiB
+ * scratch buffer per request cost 200-600 ns a malloc and free at 1
+ * thread and 0.6-1.6 us at 2 (the arenas' lock and bitmaps), 50-76 ns
+ * kept, where keeping every big run held the runs of bench/mstress's
+ * outgrown arrays, which no malloc reused, until their threads exited
+ * (0.97x). */
+#define KEEP_SMALL HAK_SS_SIZE
+#define KEEP_MAX (HAK_ARENA_BLOCK_MAX + 2 * HAK_PAGE_SIZE)
+
+/* Whether a block of `pages` pages fits a run of run_pages: at most an
+ * eighth more. */
+static inline bool run_fits(size_t run_pages, size_t pages)
+{
+  return run_pages >= pages && run_pages <= pages + pages / 8;
+}
 
 /* Keep the run of l (its block just freed) in h's slot, if h is live, the
  * slot empty and the run small enough. */
@@ -1241,6 +1257,10 @@ static bool kept_put(hak_heap_t *h, hak_large_t *l)
 {
   size_t bytes = (size_t)l->arena_pages * HAK_PAGE_SIZE;
   if (h->state != HAK_HEAP_LIVE || bytes > KEEP_MAX) return false;
+  if (bytes > KEEP_SMALL && !h->large_keep_big) {
+    h->large_big_freed = l->arena_pages;
+    return false;
+  }
   hak_large_t *none = NULL;
   l->freed_ms = hak_os_now_ms();  /* its age, if it goes back to the arenas (arena_run_give) */
   /* Counted before the run is visible: a taker's subtraction (the purger
@@ -1290,8 +1310,13 @@ bool hak_large_kept_release(hak_heap_t *h)
 static hak_large_t *kept_fit(hak_heap_t *h, size_t pages, bool fits)
 {
   hak_large_t *l = kept_take(h);
-  if (l == NULL) return NULL;
-  if (fits && l->arena_pages >= pages && l->arena_pages <= pages + pages / 8) return l;
+  if (l == NULL) {
+    if (fits && run_fits(h->large_big_freed, pages)) h->large_keep_big = true;
+    h->large_big_freed = 0;
+    return NULL;
+  }
+  if (fits && run_fits(l->arena_pages, pages)) return l;
+  if ((size_t)l->arena_pages * HAK_PAGE_SIZE > KEEP_SMALL) h->large_keep_big = false;
   arena_run_retire(l);
   return NULL;
 }

@@ -319,7 +319,8 @@ typedef struct hak_pend {
  *               reclaim_backoff, reclaim_idle, reclaim_kept, home_tid,
  *               home_slot, home_stack; heir_frees (through
  *               heap.h's inline functions)
- *   large       large_kept, large_kept_bytes
+ *   large       large_kept, large_kept_bytes, large_keep_big,
+ *               large_big_freed
  *   tcache      tcache, tcache_room, tcache_grown
  *   partial     partial
  *   superslab   owned, ss_list, ss_tail, unused_ss, dirty_units, swept_ms,
@@ -449,6 +450,12 @@ struct hak_heap {
    * statistics subtract these (hak_heap_kept_bytes).  Raised before the
    * run is stored, lowered after it is taken (relaxed: a sum). */
   _Atomic(size_t) large_kept_bytes;
+  /* Whether runs above 2 MiB are kept too, and the pages of the last such
+   * run the thread freed without keeping it (0: none): kept once the
+   * thread's next large malloc fitted that run, not once a kept one did
+   * not fit (large.c, "kept runs").  The owner's, written only by large.c. */
+  bool large_keep_big;
+  uint32_t large_big_freed;
   /* Blocks freed by other threads into this heap's full slabs (MPSC stack:
    * remote freers push with CAS, the owner takes all with one exchange). */
   _Alignas(HAK_CACHE_LINE) _Atomic(hak_block_t *) delayed;
