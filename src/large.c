@@ -1093,18 +1093,12 @@ static void large_note_peak(size_t live)
 
 /* What the live large bytes leave of their recent peak, beyond `held`
  * bytes the caches hold already, while a purger thread runs (it gives idle
- * pages back when the program idles); 0 without one.  The peak counts
- * usable bytes, but a freed mapping's committed pages also hold the page
- * under its block's start and its end's rounding (to a huge page, with
- * them on): PEAK_SLACK more, so that a program that frees a buffer at its
- * peak and allocates it again keeps its pages (its free purged the whole
- * block, 7 us a pair at 16 MiB). */
-#define PEAK_SLACK HAK_SS_SIZE
+ * pages back when the program idles); 0 without one. */
 static size_t peak_room(size_t held)
 {
   if (!hak_ss_purger()) return 0;
   size_t live = atomic_load_explicit(&large_counts.live_bytes, memory_order_relaxed);
-  size_t peak = atomic_load_explicit(&large_peak_bytes, memory_order_relaxed) + PEAK_SLACK;
+  size_t peak = atomic_load_explicit(&large_peak_bytes, memory_order_relaxed);
   return peak > live + held ? peak - live - held : 0;
 }
 
@@ -1126,10 +1120,18 @@ static size_t arena_bound(void)
 /* The committed bytes the cache may hold now: a quarter of
  * hak_opt.large_cache, or half the large bytes live (at most
  * hak_opt.large_cache), or what the live ones leave of the recent peak
- * beyond the arenas' idle pages (peak_room), whichever is most.  The peak
- * counts only while a purger thread runs, which gives the pages back when
- * the program idles (without it, a program that went idle would keep
- * them). */
+ * beyond the arenas' idle pages (peak_room), whichever is most, and
+ * CACHE_SLACK more.  The peak counts only while a purger thread runs,
+ * which gives the pages back when the program idles (without it, a
+ * program that went idle would keep them).  The sizes above are usable
+ * bytes, but a cached mapping's committed pages also hold the page under
+ * its block's start and its end's rounding (to a huge page, with them
+ * on): without the slack a program that freed a buffer of the bound's
+ * size, or at its peak, and allocated it again had the whole mapping
+ * purged at each free and faulted in again (7 us a pair at 16 MiB written
+ * in two pages; 16 MiB grown by realloc and written whole, 4,100 faults
+ * a round). */
+#define CACHE_SLACK HAK_SS_SIZE
 static size_t cache_bound(void)
 {
   size_t live = atomic_load_explicit(&large_counts.live_bytes, memory_order_relaxed);
@@ -1137,7 +1139,7 @@ static size_t cache_bound(void)
   if (live / 2 > bound) bound = live / 2;
   if (bound > hak_opt.large_cache) bound = hak_opt.large_cache;
   size_t room = peak_room(hak_arena_idle_bytes());
-  return room > bound ? room : bound;
+  return (room > bound ? room : bound) + CACHE_SLACK;
 }
 
 /* The block of l, its header written, goes live and is counted.  The live

@@ -2033,6 +2033,37 @@ static void test_big_reuse(void) {
   hak_collect();
 }
 
+/* Run alone (`unit_large big_grow`): a buffer grown by realloc from 1 KiB
+ * to 16 MiB, doubling, each new half written, then freed, again and
+ * again: its pages are reused (4,100 page faults a round before: the
+ * 16 MiB mapping was purged at each free, a page over the cache's
+ * bound). */
+static void test_big_grow(void) {
+  ts_check_begin("a buffer grown by realloc to 16 MiB, written and freed, again and again: its pages reused");
+  enum { GROW_WARM = 8, GROW_ROUNDS = 32 };
+  long grow_faults = 0;
+  for (int r = 0; r < GROW_WARM + GROW_ROUNDS; r++) {
+    long before = ts_minflt();
+    size_t n = KiB;
+    unsigned char *p = hak_malloc(n);
+    REQUIRE(p != NULL, "hak_malloc(%zu)", n);
+    memset(p, 1, n);
+    while (n < 16 * MiB) {
+      unsigned char *q = hak_realloc(p, 2 * n);
+      REQUIRE(q != NULL, "hak_realloc(%zu)", 2 * n);
+      memset(q + n, 1, n);
+      p = q;
+      n *= 2;
+    }
+    hak_free(p);
+    if (r >= GROW_WARM) grow_faults += ts_minflt() - before;
+  }
+  CHECK(grow_faults <= GROW_ROUNDS * 256L, "realloc doubling to 16 MiB, written, %d rounds: %ld page faults",
+        GROW_ROUNDS, grow_faults);
+  printf("   realloc to 16 MiB: %ld page faults in %d rounds\n", grow_faults, GROW_ROUNDS);
+  hak_collect();
+}
+
 /* A thread that idles after freeing a large block: it waits on `go`. */
 struct kept_job {
   pthread_mutex_t lock;
@@ -2175,6 +2206,10 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && strcmp(argv[1], "big_reuse") == 0) {  /* alone: the cache and the scores as a program starts */
     test_big_reuse();
+    return ts_check_finish("unit_large");
+  }
+  if (argc > 1 && strcmp(argv[1], "big_grow") == 0) {  /* alone: the cache's bound as a program starts */
+    test_big_grow();
     return ts_check_finish("unit_large");
   }
   if (argc > 1 && strcmp(argv[1], "big_first_dense") == 0) {  /* alone: before any evidence */
