@@ -19,6 +19,13 @@
  *       with `random`, BLOCKS times a random one freed and replaced by a
  *       block of SIZE/2 .. 3*SIZE/2 bytes written whole.  Reports ns a
  *       pair.
+ *   edges calloc SIZE ITERS [whole]
+ *       ITERS times calloc(1, SIZE), its first and middle bytes written
+ *       (with `whole`, every byte), free.  Reports ns a pair.
+ *   edges grow MAX ITERS [whole]
+ *       ITERS times a buffer grown by realloc from 1 KiB, doubling, to MAX
+ *       bytes, each new half's last byte written (with `whole`, every byte
+ *       of it), then freed.  Reports ns a round.
  *   edges batch BLOCKS [ROUNDS]
  *       ROUNDS (300) times: two threads start, allocate BLOCKS and 2 x
  *       BLOCKS blocks of 16 .. 511 bytes, write the first byte of each, free
@@ -46,6 +53,8 @@ static void usage(void)
                   "       edges large SIZE THREADS [ITERS]\n"
                   "       edges touch BLOCKS SIZE BYTES [ROUNDS]\n"
                   "       edges cycle BLOCKS SIZE ROUNDS [random]\n"
+                  "       edges calloc SIZE ITERS [whole]\n"
+                  "       edges grow MAX ITERS [whole]\n"
                   "       edges batch BLOCKS [ROUNDS]\n");
   exit(2);
 }
@@ -176,6 +185,56 @@ static int run_large(size_t size, long threads, long iters)
   return 0;
 }
 
+/* The writes into p are the program's: a compiler must not drop them as
+ * dead before p's free. */
+static inline void keep_writes(void *p) { __asm__ volatile("" : : "r"(p) : "memory"); }
+
+static int run_calloc(size_t size, long iters, bool whole)
+{
+  double t0 = ts_now();
+  for (long i = 0; i < iters; i++) {
+    char *p = calloc(1, size);
+    if (p == NULL) oom(size);
+    if (whole) {
+      memset(p, (int)i, size);
+    } else {
+      p[0] = 1;
+      p[size / 2] = 1;
+    }
+    keep_writes(p);
+    free(p);
+  }
+  double secs = ts_now() - t0;
+  printf("RESULT edges mode=calloc size=%zu written=%s ops=%ld secs=%.3f ns_per_op=%.1f\n", size,
+         whole ? "whole" : "two", iters, secs, secs * 1e9 / (double)iters);
+  return 0;
+}
+
+static int run_grow(size_t max, long iters, bool whole)
+{
+  double t0 = ts_now();
+  for (long i = 0; i < iters; i++) {
+    size_t n = 1024;
+    char *p = malloc(n);
+    if (p == NULL) oom(n);
+    p[0] = 1;
+    while (n < max) {
+      char *q = realloc(p, 2 * n);
+      if (q == NULL) oom(2 * n);
+      if (whole) memset(q + n, (int)i, n);
+      else q[2 * n - 1] = 1;
+      p = q;
+      n *= 2;
+    }
+    keep_writes(p);
+    free(p);
+  }
+  double secs = ts_now() - t0;
+  printf("RESULT edges mode=grow max=%zu written=%s ops=%ld secs=%.3f ns_per_op=%.1f\n", max, whole ? "whole" : "byte",
+         iters, secs, secs * 1e9 / (double)iters);
+  return 0;
+}
+
 static void *batch_worker(void *arg)
 {
   long n = (long)(size_t)arg;
@@ -222,6 +281,12 @@ int main(int argc, char **argv)
   if (strcmp(argv[1], "cycle") == 0 && argc >= 5) {
     if (argc > 5 && strcmp(argv[5], "random") != 0) usage();
     return run_cycle((size_t)arg(argc, argv, 3, 0), arg(argc, argv, 2, 0), arg(argc, argv, 4, 0), argc > 5);
+  }
+  if ((strcmp(argv[1], "calloc") == 0 || strcmp(argv[1], "grow") == 0) && argc >= 4) {
+    if (argc > 4 && strcmp(argv[4], "whole") != 0) usage();
+    size_t size = (size_t)arg(argc, argv, 2, 0);
+    long iters = arg(argc, argv, 3, 0);
+    return argv[1][0] == 'c' ? run_calloc(size, iters, argc > 4) : run_grow(size, iters, argc > 4);
   }
   if (strcmp(argv[1], "batch") == 0)
     return run_batch(arg(argc, argv, 2, 5000), arg(argc, argv, 3, 300));
