@@ -183,7 +183,7 @@ static long run_find_aligned(hak_arena_t *a, size_t n, size_t align, size_t lead
 static size_t arena_count_idle(const hak_arena_t *a)
 {
   size_t n = 0;
-  for (size_t w = 0; w < ARENA_WORDS; w++) n += (size_t)__builtin_popcountll(a->free[w] & a->dirty[w]);
+  for (size_t w = 0; w < ARENA_WORDS; w++) n += (size_t)hak_popcount64(a->free[w] & a->dirty[w]);
   return n;
 }
 
@@ -217,7 +217,7 @@ static size_t idle_in(const hak_arena_t *a, size_t from, size_t n)
 {
   size_t c = 0;
   if (n == 0) return 0;
-  for (size_t w = from / 64; w <= (from + n - 1) / 64; w++) c += (size_t)__builtin_popcountll(a->free[w] & a->dirty[w]);
+  for (size_t w = from / 64; w <= (from + n - 1) / 64; w++) c += (size_t)hak_popcount64(a->free[w] & a->dirty[w]);
   return c;
 }
 
@@ -457,8 +457,8 @@ static size_t arena_claim_range(hak_arena_t *a, size_t from, size_t n, bool idle
     uint64_t c = a->free[w] & (idle_only ? a->dirty[w] : ~(uint64_t)0) & bits_mask(b, k);
     a->purging[w] |= c;
     a->free[w] &= ~c;
-    claimed += (size_t)__builtin_popcountll(c);
-    idle += (size_t)__builtin_popcountll(c & a->dirty[w]);
+    claimed += (size_t)hak_popcount64(c);
+    idle += (size_t)hak_popcount64(c & a->dirty[w]);
     from += k;
     n -= k;
   }

@@ -383,7 +383,7 @@ static hak_superslab_t *park_pick(const hak_heap_t *p)
   hak_superslab_t *best = NULL;
   int most = STEAL_MIN_FREE - 1;
   for (hak_superslab_t *ss = p->ss_list; ss != NULL && ss->free_units != 0; ss = ss->next) {
-    int n = __builtin_popcount(ss->free_units);
+    int n = hak_popcount64(ss->free_units);
     if (n > most) {
       most = n;
       best = ss;

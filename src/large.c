@@ -495,7 +495,7 @@ static bool bank_lock_try(void)
 
 static void bank_unlock(bool moved)
 {
-  atomic_store_explicit(&bank_bytes, (size_t)__builtin_popcountll(bank_full) * BANK_UNIT, memory_order_relaxed);
+  atomic_store_explicit(&bank_bytes, (size_t)hak_popcount64(bank_full) * BANK_UNIT, memory_order_relaxed);
   if (moved) atomic_store_explicit(&bank_active_ms, hak_os_now_ms(), memory_order_relaxed);
   pthread_mutex_unlock(&bank_lock);
 }
@@ -521,7 +521,7 @@ static size_t bank_deposit(hak_large_t *l, size_t from, size_t to)
   if (to <= from || !bank_lock_try()) return from;
   if (bank_base == NULL) bank_base = hak_os_map_aligned((size_t)BANK_SLOTS * BANK_UNIT, BANK_UNIT);
   size_t room = bank_room(), at = from;
-  while (bank_base != NULL && at < to && (size_t)__builtin_popcountll(bank_full) < room) {
+  while (bank_base != NULL && at < to && (size_t)hak_popcount64(bank_full) < room) {
     unsigned slot = (unsigned)__builtin_ctzll(~bank_full);
     if (!hak_os_move((char *)l + at, BANK_UNIT, bank_base + (size_t)slot * BANK_UNIT)) break;
     bank_full |= (uint64_t)1 << slot;

@@ -199,7 +199,7 @@ void hak_ss_link(hak_heap_t *h, hak_superslab_t *ss)
    * adopted it to allocate: they are about to be reused, not purged and
    * refaulted). */
   ss->dirty_aged = ss->purged_units = 0;
-  h->dirty_units += (uint32_t)__builtin_popcount(ss->dirty_units);
+  h->dirty_units += (uint32_t)hak_popcount64(ss->dirty_units);
 }
 
 void hak_ss_unlink(hak_heap_t *h, hak_superslab_t *ss)
@@ -207,7 +207,7 @@ void hak_ss_unlink(hak_heap_t *h, hak_superslab_t *ss)
   list_remove(h, ss);
   if (HAK_OWNED_SLOT(h, ss) == hak_owned_key(ss)) HAK_OWNED_SLOT(h, ss) = HAK_OWNED_NONE;
   if (hak_ss_unused(ss)) h->unused_ss--;
-  h->dirty_units -= (uint32_t)__builtin_popcount(ss->dirty_units);
+  h->dirty_units -= (uint32_t)hak_popcount64(ss->dirty_units);
 }
 
 /* The newest cached empty SuperSlab, off the cache, or NULL. */
@@ -272,7 +272,7 @@ static uint64_t mod_inverse(uint64_t x)
  * long (once per sweep; hak_ss_purge). */
 static void purge_regret(hak_heap_t *h, hak_superslab_t *ss, uint32_t m)
 {
-  hak_gcount(&hak_gstats.refaulted_bytes, (size_t)__builtin_popcount(ss->purged_units & m) * HAK_UNIT_SIZE);
+  hak_gcount(&hak_gstats.refaulted_bytes, (size_t)hak_popcount64(ss->purged_units & m) * HAK_UNIT_SIZE);
   ss->purged_units &= ~m;
   if (!h->purge_regret && h->purge_shift < PURGE_SHIFT_MAX) h->purge_shift++;
   h->purge_regret = true;
@@ -314,7 +314,7 @@ hak_slab_t *hak_ss_alloc_slab(hak_heap_t *h, size_t cls, bool may_map)
   hak_superslab_t *ss = pick;
   uint32_t m = units_mask((unsigned)unit, span);
   uint32_t dirty = ss->dirty_units & m;
-  h->dirty_units -= (uint32_t)__builtin_popcount(dirty);
+  h->dirty_units -= (uint32_t)hak_popcount64(dirty);
   ss->dirty_units &= ~m;
   ss->dirty_aged &= ~m;
   if (HAK_UNLIKELY(ss->purged_units & m)) purge_regret(h, ss, m);
@@ -402,7 +402,7 @@ void hak_ss_free_slab(hak_heap_t *h, hak_slab_t *s)
   ss->free_units |= m;
   uint32_t newly_dirty = m & ~ss->dirty_units;
   ss->dirty_units |= m;
-  h->dirty_units += (uint32_t)__builtin_popcount(newly_dirty);
+  h->dirty_units += (uint32_t)hak_popcount64(newly_dirty);
   if (hak_ss_unused(ss)) h->unused_ss++;
 }
 
@@ -556,7 +556,7 @@ void hak_ss_purge(hak_heap_t *h, bool force)
   for (hak_superslab_t *ss = h->ss_list; ss != NULL && ss->free_units != 0; ss = ss->next) {
     uint32_t idle = force ? ss->dirty_units : ss->dirty_units & ss->dirty_aged;
     if (idle != 0) {
-      h->dirty_units -= (uint32_t)__builtin_popcount(idle);
+      h->dirty_units -= (uint32_t)hak_popcount64(idle);
       purge_units(ss, idle);
     }
     ss->purged_units = force ? 0 : idle;

@@ -10,7 +10,7 @@ static inline bool hak_ss_unused(const hak_superslab_t *ss) { return ss->free_un
 /* Units in its slabs. */
 static inline uint32_t hak_ss_units_used(const hak_superslab_t *ss)
 {
-  return (uint32_t)__builtin_popcount(~ss->free_units & HAK_ALL_UNITS);
+  return (uint32_t)hak_popcount64(~ss->free_units & HAK_ALL_UNITS);
 }
 
 static inline hak_superslab_t *hak_ss_of(const void *p)
