@@ -1988,9 +1988,9 @@ static void test_big_phases(void) {
  * its pages, not purged at each free and faulted in again at each write
  * (three page faults a round before, at 16 and 32 MiB: a free over the
  * cache's bound by the page under the block, and the whole mapping
- * purged).  At most one fault in 4 rounds (a sanitizer's shadow pages
- * fault too: 18-23 in 256 rounds under ASan), and the buffer holds what
- * it touches. */
+ * purged).  At most one fault in 16 rounds, and the buffer holds what it
+ * touches.  Not counted under a sanitizer, whose shadow pages fault too
+ * (18-72 in 256 rounds under ASan, varying from run to run). */
 static void test_big_reuse(void) {
   ts_check_begin("a big buffer used in part, freed and allocated again: reused with its pages");
   if (ts_env_flag("HAKMEM_SECURE")) { printf("   skipped: secure mode zeroes reused blocks\n"); return; }
@@ -2010,8 +2010,8 @@ static void test_big_reuse(void) {
       if (r == WARM + ROUNDS - 1) most = resident_bytes(p, n);
       hak_free(p);
     }
-    CHECK(faults <= ROUNDS / 4, "%zu MiB buffer written in two pages, %d rounds: %ld page faults", n / MiB, ROUNDS,
-          faults);
+    CHECK(SANITIZED || faults <= ROUNDS / 16, "%zu MiB buffer written in two pages, %d rounds: %ld page faults",
+          n / MiB, ROUNDS, faults);
     CHECK(most <= 64 * KiB, "%zu MiB buffer written in two pages: %zu KiB of it resident", n / MiB, most / KiB);
     printf("   %zu MiB: %ld page faults in %d rounds, %zu KiB resident\n", n / MiB, faults, ROUNDS, most / KiB);
   }
@@ -2038,7 +2038,7 @@ static void test_big_reuse(void) {
  * to 16 MiB, doubling, each new half written, then freed, again and
  * again: its pages are reused (4,100 page faults a round before: the
  * 16 MiB mapping was purged at each free, a page over the cache's
- * bound). */
+ * bound).  Not counted under a sanitizer (see big_reuse). */
 static void test_big_grow(void) {
   ts_check_begin("a buffer grown by realloc to 16 MiB, written and freed, again and again: its pages reused");
   enum { GROW_WARM = 8, GROW_ROUNDS = 32 };
@@ -2059,8 +2059,8 @@ static void test_big_grow(void) {
     hak_free(p);
     if (r >= GROW_WARM) grow_faults += ts_minflt() - before;
   }
-  CHECK(grow_faults <= GROW_ROUNDS * 256L, "realloc doubling to 16 MiB, written, %d rounds: %ld page faults",
-        GROW_ROUNDS, grow_faults);
+  CHECK(SANITIZED || grow_faults <= GROW_ROUNDS * 256L,
+        "realloc doubling to 16 MiB, written, %d rounds: %ld page faults", GROW_ROUNDS, grow_faults);
   printf("   realloc to 16 MiB: %ld page faults in %d rounds\n", grow_faults, GROW_ROUNDS);
   hak_collect();
 }
