@@ -45,6 +45,9 @@
  *   first_free  no word below it has a free page: lowered by a change
  *            that frees pages, raised by a search to the first word with
  *            one it saw;
+ *   hint_n, hint_pos  no run of at least hint_n free pages starts below
+ *            page hint_pos: set by a search that found one there, void
+ *            (hint_n SIZE_MAX) after any change that frees pages;
  *   arena_due_ms  the earliest time a pass may claim idle pages (0:
  *            none), when the next pass has work.
  * A mutex, not lock-free: large blocks are allocated hundreds of times less
@@ -76,6 +79,7 @@ typedef struct hak_arena {
   size_t idle;
   size_t max_run;  /* at least its longest run of free pages (run_find) */
   size_t first_free;  /* no free page in a word below this one (run_find) */
+  size_t hint_n, hint_pos;  /* no run of hint_n free pages or more starts below page hint_pos */
   uint64_t free[ARENA_WORDS], dirty[ARENA_WORDS], purging[ARENA_WORDS], freed_ms[ARENA_WORDS];
   bool huge[HUGE_REGIONS];
 } hak_arena_t;
@@ -134,17 +138,32 @@ static bool bits_all(const uint64_t *m, size_t from, size_t n) { return bits_tes
  * malloc and free here.  A search starts at the first word with a free
  * page (first_free, which it moves up to the first it sees): blocks taken
  * one after another otherwise each scanned past all the ones before
- * (64 blocks of 1 MiB: a third of a malloc and free). */
+ * (64 blocks of 1 MiB: a third of a malloc and free).  A search for at
+ * least as many pages as the last one that succeeded starts where that
+ * one found its run (hint_n, hint_pos: first fit found none before it,
+ * and takes only shrink runs): blocks placed with alignment gaps between
+ * them, where first_free stays at the first gap, otherwise each scanned
+ * every gap before them. */
+static long run_found(hak_arena_t *a, size_t n, size_t start)
+{
+  a->hint_n = n;
+  a->hint_pos = start;
+  return (long)start;
+}
+
 static long run_find(hak_arena_t *a, size_t n)
 {
   if (a->max_run < n) return -1;
-  size_t run = 0, start = 0, longest = 0, first = ARENA_WORDS;
-  for (size_t w = a->first_free; w < ARENA_WORDS; w++) {
+  bool hinted = n >= a->hint_n && a->hint_pos / 64 > a->first_free;
+  /* Below the hint, runs are shorter than hint_n: the bound if none is
+   * found above it. */
+  size_t run = 0, start = 0, longest = hinted ? a->hint_n - 1 : 0, first = ARENA_WORDS;
+  for (size_t w = hinted ? a->hint_pos / 64 : a->first_free; w < ARENA_WORDS; w++) {
     uint64_t f = a->free[w];
-    if (f != 0 && first == ARENA_WORDS) a->first_free = first = w;
+    if (!hinted && f != 0 && first == ARENA_WORDS) a->first_free = first = w;
     if (f == ~(uint64_t)0) {
       if (run == 0) start = w * 64;
-      if ((run += 64) >= n) return (long)start;
+      if ((run += 64) >= n) return run_found(a, n, start);
       continue;
     }
     if (run > longest) longest = run;
@@ -154,7 +173,7 @@ static long run_find(hak_arena_t *a, size_t n)
       if (rest & 1) {
         unsigned len = (unsigned)__builtin_ctzll(~rest);  /* the free pages from b */
         if (run == 0) start = w * 64 + b;
-        if ((run += len) >= n) return (long)start;
+        if ((run += len) >= n) return run_found(a, n, start);
         b += len;   /* a run that reaches bit 63 goes on in the next word */
       } else {
         if (run > longest) longest = run;
@@ -164,7 +183,7 @@ static long run_find(hak_arena_t *a, size_t n)
     }
   }
   a->max_run = run > longest ? run : longest;
-  if (first == ARENA_WORDS) a->first_free = ARENA_WORDS;
+  if (!hinted && first == ARENA_WORDS) a->first_free = ARENA_WORDS;
   return -1;
 }
 
@@ -207,6 +226,7 @@ static void arena_recount(hak_arena_t *a)
 {
   a->max_run = ARENA_PAGES;
   a->first_free = 0;
+  a->hint_n = SIZE_MAX;
   arena_set_idle(a, arena_count_idle(a));
 }
 
@@ -318,6 +338,7 @@ static hak_arena_t *arena_new(void)
   a->data = (char *)a + ARENA_META;
   bits_put(a->free, 0, ARENA_PAGES, true);
   a->max_run = ARENA_PAGES;
+  a->hint_n = SIZE_MAX;
   if (arena_last != NULL) arena_last->next = a;
   else arena_first = a;
   arena_last = a;
@@ -376,6 +397,7 @@ void hak_arena_give(void *run, size_t pages, bool purge, uint64_t freed_ms)
   bits_put(a->free, i, pages, true);
   a->max_run = ARENA_PAGES;
   if (i / 64 < a->first_free) a->first_free = i / 64;
+  a->hint_n = SIZE_MAX;
   bits_put(a->dirty, from, to - from, false);
   for (size_t w = i / 64; w <= (i + pages - 1) / 64; w++)
     if (a->freed_ms[w] < now) a->freed_ms[w] = now;
