@@ -601,7 +601,7 @@ static inline bool fill_turn(void)
   return atomic_fetch_add_explicit(&fill_count, 1, memory_order_relaxed) % FILL_PROBE_EVERY == 0;
 }
 
-/* Whether a block of a mapping whose score is not positive is a probe:
+/* Whether a block left to fault in (not committed) is a probe: yes, but
  * while the score is at its floor, only every FILL_PROBE_EVERY-th (the
  * others fault in as the program touches them, as a probe would, without
  * its two mincore calls: most of a malloc and free of a 16 MiB buffer
@@ -766,7 +766,7 @@ static void large_fill(hak_large_t *l, size_t off, size_t size, bool zero, bool 
     return;
   }
   /* A reused mapping's 4 KiB pages may reach further than a probe looks. */
-  if (score_of(big) > 0 || probe_due(big)) large_probe_set(l, usable, from, probe_end(from, to));
+  if (probe_due(big)) large_probe_set(l, usable, from, probe_end(from, to));
 }
 
 /* Whether the arena run of a block of `size` bytes gets huge pages (never
