@@ -26,6 +26,10 @@
  *       ITERS times a buffer grown by realloc from 1 KiB, doubling, to MAX
  *       bytes, each new half's last byte written (with `whole`, every byte
  *       of it), then freed.  Reports ns a round.
+ *   edges shrink MAX MIN ITERS
+ *       A buffer of MIN bytes, written; ITERS times grown by realloc to MAX
+ *       bytes, the new part written whole (a big message), and shrunk back
+ *       to MIN.  Reports ns a cycle.
  *   edges batch BLOCKS [ROUNDS]
  *       ROUNDS (300) times: two threads start, allocate BLOCKS and 2 x
  *       BLOCKS blocks of 16 .. 511 bytes, write the first byte of each, free
@@ -55,6 +59,7 @@ static void usage(void)
                   "       edges cycle BLOCKS SIZE ROUNDS [random]\n"
                   "       edges calloc SIZE ITERS [whole]\n"
                   "       edges grow MAX ITERS [whole]\n"
+                  "       edges shrink MAX MIN ITERS\n"
                   "       edges batch BLOCKS [ROUNDS]\n");
   exit(2);
 }
@@ -235,6 +240,28 @@ static int run_grow(size_t max, long iters, bool whole)
   return 0;
 }
 
+static int run_shrink(size_t max, size_t min, long iters)
+{
+  if (min == 0 || min >= max) usage();
+  char *p = malloc(min);
+  if (p == NULL) oom(min);
+  memset(p, 1, min);
+  double t0 = ts_now();
+  for (long i = 0; i < iters; i++) {
+    char *q = realloc(p, max);
+    if (q == NULL) oom(max);
+    memset(q + min, (int)i, max - min);
+    keep_writes(q);
+    p = realloc(q, min);
+    if (p == NULL) oom(min);
+  }
+  double secs = ts_now() - t0;
+  free(p);
+  printf("RESULT edges mode=shrink max=%zu min=%zu ops=%ld secs=%.3f ns_per_op=%.1f\n", max, min, iters, secs,
+         secs * 1e9 / (double)iters);
+  return 0;
+}
+
 static void *batch_worker(void *arg)
 {
   long n = (long)(size_t)arg;
@@ -288,6 +315,8 @@ int main(int argc, char **argv)
     long iters = arg(argc, argv, 3, 0);
     return argv[1][0] == 'c' ? run_calloc(size, iters, argc > 4) : run_grow(size, iters, argc > 4);
   }
+  if (strcmp(argv[1], "shrink") == 0 && argc >= 5)
+    return run_shrink((size_t)arg(argc, argv, 2, 0), (size_t)arg(argc, argv, 3, 0), arg(argc, argv, 4, 0));
   if (strcmp(argv[1], "batch") == 0)
     return run_batch(arg(argc, argv, 2, 5000), arg(argc, argv, 3, 300));
   usage();

@@ -2065,6 +2065,40 @@ static void test_big_grow(void) {
   hak_collect();
 }
 
+/* Run alone (`unit_large big_shrink`): a buffer of 1 MiB grown by realloc
+ * to 16 MiB for a big message, written, then shrunk back to 1 MiB, again
+ * and again: the growth reuses the pages the shrink left (3,840 page
+ * faults a cycle before: the shrink gave the tail back, the growth faulted
+ * it in again), and the first MiB survives both.  Not counted under a
+ * sanitizer (see big_reuse). */
+static void test_big_shrink(void) {
+  ts_check_begin("a buffer grown by realloc to 16 MiB and shrunk back, again and again: its pages reused");
+  enum { SHRINK_WARM = 8, SHRINK_ROUNDS = 32 };
+  const size_t small = MiB, big = 16 * MiB;
+  unsigned char *p = hak_malloc(small);
+  REQUIRE(p != NULL, "hak_malloc(%zu)", small);
+  for (size_t i = 0; i < small; i += 4096) p[i] = (unsigned char)(i / 4096);
+  long faults = 0;
+  size_t lost = 0;
+  for (int r = 0; r < SHRINK_WARM + SHRINK_ROUNDS; r++) {
+    long before = ts_minflt();
+    unsigned char *q = hak_realloc(p, big);
+    REQUIRE(q != NULL, "hak_realloc(%zu)", big);
+    memset(q + small, r, big - small);
+    p = hak_realloc(q, small);
+    REQUIRE(p != NULL, "hak_realloc(%zu)", small);
+    if (r >= SHRINK_WARM) faults += ts_minflt() - before;
+    for (size_t i = 0; i < small; i += 4096) lost += p[i] != (unsigned char)(i / 4096);
+  }
+  CHECK(lost == 0, "the first MiB through %d growths and shrinks: %zu pages changed", SHRINK_WARM + SHRINK_ROUNDS,
+        lost);
+  CHECK(SANITIZED || faults <= SHRINK_ROUNDS * 64L, "realloc 1 MiB -> 16 MiB, written, -> 1 MiB, %d rounds: %ld page faults",
+        SHRINK_ROUNDS, faults);
+  printf("   1 -> 16 -> 1 MiB: %ld page faults in %d rounds\n", faults, SHRINK_ROUNDS);
+  hak_free(p);
+  hak_collect();
+}
+
 /* A thread that idles after freeing a large block: it waits on `go`. */
 struct kept_job {
   pthread_mutex_t lock;
@@ -2211,6 +2245,10 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && strcmp(argv[1], "big_grow") == 0) {  /* alone: the cache's bound as a program starts */
     test_big_grow();
+    return ts_check_finish("unit_large");
+  }
+  if (argc > 1 && strcmp(argv[1], "big_shrink") == 0) {  /* alone: the cache cold as a program starts */
+    test_big_shrink();
     return ts_check_finish("unit_large");
   }
   if (argc > 1 && strcmp(argv[1], "big_first_dense") == 0) {  /* alone: before any evidence */
