@@ -92,6 +92,7 @@ static bool arena_decaying;                     /* under arena_lock: a pass is p
 static pthread_cond_t arena_pass_done = PTHREAD_COND_INITIALIZER;  /* signalled when it ends */
 static _Atomic(size_t) arena_idle_pages;        /* relaxed: a hint outside the lock */
 static _Atomic(uint64_t) arena_due_ms;          /* written under the lock; relaxed reads: a hint */
+static _Atomic(uint64_t) arena_taken_ms;        /* the last take: written under the lock; relaxed reads: a hint */
 
 /* ---------------------------------------------------------------- bitmaps */
 
@@ -369,6 +370,7 @@ void *hak_arena_take(size_t pages, size_t align, size_t lead, size_t zero_from, 
   run_mark(a, i, pages);
   size_t r0, r1;
   huge_mark(a, i, pages, huge, &r0, &r1);
+  atomic_store_explicit(&arena_taken_ms, hak_os_now_ms(), memory_order_relaxed);
   pthread_mutex_unlock(&arena_lock);
   huge_advise(a, r0, r1);
   char *run = a->data + i * HAK_PAGE_SIZE;
@@ -493,7 +495,9 @@ static size_t arena_claim_range(hak_arena_t *a, size_t from, size_t n, bool idle
  * The first 2 MiB region holds the header and has 4 KiB pages: its free
  * pages go by their group's age.  The other regions may have huge pages
  * (a run covered them whole): one goes back whole, with its advice, once
- * all its pages are free and their groups idle for the purge delay.  A region a run still holds in part (pinned) keeps its free
+ * all its pages are free and their groups idle for `delay` (the caller's
+ * keep time: the purge delay, longer while the program takes runs).  A
+ * region a run still holds in part (pinned) keeps its free
  * pages for PINNED_DELAYS delays, since giving back part of a huge page
  * splits it and the region then faults 4 KiB at a time; then its idle pages
  * go back alone, so a long-lived block does not keep its neighbours' memory.
@@ -502,9 +506,8 @@ static size_t arena_claim_range(hak_arena_t *a, size_t from, size_t n, bool idle
  * too, to lose them (huge_off).  force: every free page that keeps memory,
  * and those regions, at once.  Returns the pages claimed. */
 #define PINNED_DELAYS 4
-static size_t arena_claim(hak_arena_t *a, uint64_t now, bool force, uint64_t *next)
+static size_t arena_claim(hak_arena_t *a, uint64_t now, bool force, uint64_t delay, uint64_t *next)
 {
-  uint64_t delay = hak_opt.purge_delay_ms;
   size_t claimed = 0;
   if (force) {
     claimed = arena_claim_range(a, 0, HUGE_FIRST, true);
@@ -538,7 +541,7 @@ static size_t arena_claim(hak_arena_t *a, uint64_t now, bool force, uint64_t *ne
   return claimed;
 }
 
-uint64_t hak_arena_decay(uint64_t now, bool force)
+uint64_t hak_arena_decay(uint64_t now, bool force, uint64_t keep_ms)
 {
   if (atomic_load_explicit(&arena_idle_pages, memory_order_relaxed) == 0) return 0;
   uint64_t due = atomic_load_explicit(&arena_due_ms, memory_order_relaxed);
@@ -554,7 +557,7 @@ uint64_t hak_arena_decay(uint64_t now, bool force)
   }
   size_t claimed = 0;
   uint64_t next = 0;
-  for (hak_arena_t *a = arena_first; a != NULL; a = a->next) claimed += arena_claim(a, now, force, &next);
+  for (hak_arena_t *a = arena_first; a != NULL; a = a->next) claimed += arena_claim(a, now, force, keep_ms, &next);
   arena_decaying = claimed != 0;
   hak_arena_t *last = arena_last;
   atomic_store_explicit(&arena_due_ms, next, memory_order_relaxed);  /* gives during the purge only lower it */
@@ -583,6 +586,8 @@ uint64_t hak_arena_decay(uint64_t now, bool force)
   pthread_mutex_unlock(&arena_lock);
   return next;
 }
+
+uint64_t hak_arena_taken_ms(void) { return atomic_load_explicit(&arena_taken_ms, memory_order_relaxed); }
 
 uint64_t hak_arena_next_due(void)
 {

@@ -34,10 +34,11 @@ bool hak_arena_extend(void *run, size_t pages, size_t more, bool huge);
  * a run start before it (the word at p - 16), else NULL; unchecked beyond
  * that (the caller checks the header's magic and block address). */
 void *hak_arena_header_of(const void *base, const void *p);
-/* Give back the free pages idle for the purge delay, by whole huge pages
- * (all if force: arena.c, arena_claim); when the next pass is due, 0 if no
- * free page keeps memory. */
-uint64_t hak_arena_decay(uint64_t now, bool force);
+/* Give back the free pages idle for keep_ms, by whole huge pages (all if
+ * force: arena.c, arena_claim); when the next pass is due, 0 if no free
+ * page keeps memory. */
+uint64_t hak_arena_decay(uint64_t now, bool force, uint64_t keep_ms);
+uint64_t hak_arena_taken_ms(void);  /* when a run was last taken (0: never) */
 uint64_t hak_arena_next_due(void);
 size_t hak_arena_idle_bytes(void);  /* free pages that may keep memory */
 void hak_arena_before_fork(void);

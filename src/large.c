@@ -74,8 +74,9 @@
  *    best fit, or grows a smaller one by remapping (its pages are reused,
  *    only the extra is fresh).  Cached mappings stay registered (their
  *    header says free, so a stray free of one is caught).  An entry idle
- *    for longer than the purge delay has its pages given back
- *    (hak_large_decay, run by large operations and by heap maintenance).
+ *    for longer than the purge delay (longer while allocations take from
+ *    the cache: large_keep_ms) has its pages given back (hak_large_decay,
+ *    run by large operations and by heap maintenance).
  *  - The fill probe (fill_score): where the program writes its large
  *    blocks whole, malloc commits the block's pages that hold nothing
  *    (with huge pages on, those of the first 2 MiB region, which has 4 KiB
@@ -101,7 +102,10 @@
 #include "registry.h"
 #include "superslab.h"
 
-#define CACHE_SLOTS 16
+/* 64: a program that frees a few dozen big buffers and allocates them
+ * again (a round of work) found 16 slots full and had the rest unmapped,
+ * pages and all (bench/results/history.md). */
+#define CACHE_SLOTS 64
 #define GUARD HAK_SS_SIZE     /* the last 2 MiB region of every large mapping */
 #define CACHE_MAP_MAX ((size_t)1 << 30)  /* larger mappings are unmapped when freed */
 #define SPARE_KEEP ((size_t)256 << 10)  /* spare pages a reused mapping keeps below its block */
@@ -143,7 +147,11 @@ static struct large_counts {
 } large_counts;
 /* The most large bytes live at once lately: the peak since the last time
  * an allocation found the peak older than PEAK_WINDOW_MS (it then starts
- * again from the live bytes).  A program that frees its big blocks and
+ * again from the live bytes), or the one of the window before, whichever
+ * is more (large_peak_prev: the window before, if it ended less than a
+ * window ago), so the peak does not drop to the live bytes of the moment a
+ * window ends (a round of work that freed its big blocks then had the
+ * cache purged at its next allocation).  A program that frees its big blocks and
  * allocates them again (rounds of work, threads replaced) will need that
  * much again soon, so the cache may hold the freed pages up to the peak
  * (hak_large_free's bound): the live and the cached bytes together stay
@@ -151,6 +159,7 @@ static struct large_counts {
  * same (hak_large_decay).  Written by allocations; relaxed: a sizing
  * heuristic. */
 static _Atomic(size_t) large_peak_bytes;
+static _Atomic(size_t) large_peak_prev;
 static _Atomic(uint64_t) large_peak_ms;
 #define PEAK_WINDOW_MS 1000
 /* Mappings a free purged whole to stay within the bound while no purger
@@ -179,6 +188,7 @@ uint32_t hak_large_bound_purges(void) { return atomic_load_explicit(&bound_purge
 enum { LARGE_COLD, LARGE_COLD_DISCARDED, LARGE_WARM };
 static _Atomic(uint32_t) cache_temp;
 static _Atomic(uint64_t) cache_put_ms;    /* when a free last cached a mapping */
+static _Atomic(uint64_t) cache_take_ms;   /* when an allocation last took one */
 /* The last mapping discarded cold: kept reserved (purged, PROT_NONE, its
  * header registered and saying free) until the next discard or a trim, so
  * a double free of the block most recently freed is still reported however
@@ -391,8 +401,12 @@ static hak_large_t *cache_take_once(size_t need)
   int pick = -1;
   size_t pick_fresh = SIZE_MAX, pick_spare = SIZE_MAX, pick_size = SIZE_MAX;
   bool pick_fits = false;
-  for (unsigned i = 0; i < CACHE_SLOTS; i++) {
+  /* No further than the cache's last entry (the count is advisory: an
+   * entry put meanwhile may be missed, as if it came after the pick). */
+  uint32_t left = atomic_load_explicit(&cache_count, memory_order_relaxed);
+  for (unsigned i = 0; i < CACHE_SLOTS && left != 0; i++) {
     if (atomic_load_explicit(&cache_slot[i], memory_order_relaxed) == NULL) continue;
+    left--;
     size_t sz = atomic_load_explicit(&cache_slot_size[i], memory_order_relaxed);
     size_t dirty = atomic_load_explicit(&cache_slot_dirty[i], memory_order_relaxed);
     size_t fresh = need > dirty ? need - dirty : 0, spare = dirty > need ? dirty - need : 0;
@@ -422,7 +436,10 @@ static hak_large_t *cache_take(size_t need)
   for (unsigned tries = 0; tries < CACHE_SLOTS; tries++) {
     if (atomic_load_explicit(&cache_count, memory_order_relaxed) == 0) return NULL;
     hak_large_t *l = cache_take_once(need);
-    if (l != NULL) return l;
+    if (l != NULL) {
+      atomic_store_explicit(&cache_take_ms, hak_os_now_ms(), memory_order_relaxed);
+      return l;
+    }
   }
   return NULL;
 }
@@ -889,11 +906,31 @@ static hak_large_t *large_discard(hak_large_t *l)
 /* Give back the pages of cache entries freed more than the purge delay ago
  * (they stay cached, as address space only); the cache turns cold if no
  * entry keeps pages.  Cheap when nothing is due. */
+/* How long a free large page keeps its memory (a cached mapping's, or a
+ * page arena's): the purge delay; but while the program takes from where
+ * it lies (taken_ms, within the purge delay) and a purger thread runs,
+ * HAKMEM_CACHE_DELAY_MS, as the empty SuperSlabs' cache does.  A round of
+ * work that frees its big buffers and allocates them again, one at a time
+ * and each written whole, takes longer than the purge delay: the buffers
+ * freed first had their pages given back before the allocations reached
+ * them (40 buffers of 16 MiB: 110k page faults a round).  The bound on the
+ * cached bytes holds all the same, and an idle program's pages go back a
+ * purge delay after its last take. */
+static uint64_t large_keep_ms(uint64_t now, uint64_t taken_ms)
+{
+  uint64_t keep = hak_opt.purge_delay_ms;
+  if (hak_ss_purger() && now - taken_ms < keep && hak_opt.cache_delay_ms > keep) keep = hak_opt.cache_delay_ms;
+  return keep;
+}
+
 void hak_large_decay(void)
 {
   /* The arenas' free pages age on their own; their passes leave the
    * cache's temperature to the cached mappings. */
-  if (hak_arena_idle_bytes() != 0) (void)hak_arena_decay(hak_os_now_ms(), false);
+  if (hak_arena_idle_bytes() != 0) {
+    uint64_t now = hak_os_now_ms();
+    (void)hak_arena_decay(now, false, large_keep_ms(now, hak_arena_taken_ms()));
+  }
   uint64_t oldest = atomic_load_explicit(&cache_oldest_ms, memory_order_relaxed);
   if (atomic_load_explicit(&bank_bytes, memory_order_relaxed) != 0) (void)bank_decay(hak_os_now_ms(), false);
   if (oldest == 0) return;
@@ -903,18 +940,22 @@ void hak_large_decay(void)
                                                memory_order_relaxed))
     return;  /* another thread does this pass */
   borrow_begin();
-  uint64_t next = 0;
+  uint64_t next = 0, keep = large_keep_ms(now, atomic_load_explicit(&cache_take_ms, memory_order_relaxed));
   bool purged = false;
   for (unsigned i = 0; i < CACHE_SLOTS; i++) {
     if (atomic_load_explicit(&cache_slot[i], memory_order_relaxed) == NULL) continue;
     hak_large_t *l = cache_take_slot(i);
     if (l == NULL) continue;
     if (large_committed(l) > 0) {
-      if (now - l->freed_ms >= hak_opt.purge_delay_ms) {
+      if (now - l->freed_ms >= keep) {
         large_purge_cached(l);
         purged = true;
+      } else {
+        /* cache_oldest_ms is a free time: the pass falls due a purge
+         * delay after it. */
+        uint64_t at = l->freed_ms + keep - hak_opt.purge_delay_ms;
+        if (next == 0 || at < next) next = at;
       }
-      else if (next == 0 || l->freed_ms < next) next = l->freed_ms;
     }
     if (!cache_put_slot(l)) large_retire(l);
   }
@@ -935,6 +976,7 @@ void hak_large_trim(void)
   atomic_store_explicit(&cache_temp, LARGE_COLD, memory_order_relaxed);
   atomic_store_explicit(&large_peak_bytes, atomic_load_explicit(&large_counts.live_bytes, memory_order_relaxed),
                         memory_order_relaxed);
+  atomic_store_explicit(&large_peak_prev, 0, memory_order_relaxed);
   /* Again while a decay pass or cache_make_room overlapped the emptying:
    * it may have put an entry back into a slot already emptied.  Bounded:
    * other threads' frees may keep making room, and what they cache after
@@ -951,7 +993,7 @@ void hak_large_trim(void)
   hak_large_t *held = atomic_exchange_explicit(&cold_held, NULL, memory_order_acq_rel);
   if (held != NULL) large_retire(held);
   (void)bank_decay(hak_os_now_ms(), true);
-  (void)hak_arena_decay(hak_os_now_ms(), true);
+  (void)hak_arena_decay(hak_os_now_ms(), true, 0);
   hak_retire_flush();
 }
 
@@ -1084,9 +1126,13 @@ static void large_note_peak(size_t live)
   /* <=: a program at its peak (the same buffers replaced) writes no shared
    * line per allocation; its peak ages out of the window and starts again
    * from the live bytes. */
-  if (live <= atomic_load_explicit(&large_peak_bytes, memory_order_relaxed) &&
-      now - atomic_load_explicit(&large_peak_ms, memory_order_relaxed) < PEAK_WINDOW_MS)
+  uint64_t since = now - atomic_load_explicit(&large_peak_ms, memory_order_relaxed);
+  size_t peak = atomic_load_explicit(&large_peak_bytes, memory_order_relaxed);
+  if (since < PEAK_WINDOW_MS) {
+    if (live > peak) atomic_store_explicit(&large_peak_bytes, live, memory_order_relaxed);
     return;
+  }
+  atomic_store_explicit(&large_peak_prev, since < 2 * PEAK_WINDOW_MS ? peak : live, memory_order_relaxed);
   atomic_store_explicit(&large_peak_bytes, live, memory_order_relaxed);
   atomic_store_explicit(&large_peak_ms, now, memory_order_relaxed);
 }
@@ -1099,6 +1145,8 @@ static size_t peak_room(size_t held)
   if (!hak_ss_purger()) return 0;
   size_t live = atomic_load_explicit(&large_counts.live_bytes, memory_order_relaxed);
   size_t peak = atomic_load_explicit(&large_peak_bytes, memory_order_relaxed);
+  size_t prev = atomic_load_explicit(&large_peak_prev, memory_order_relaxed);
+  if (prev > peak) peak = prev;
   return peak > live + held ? peak - live - held : 0;
 }
 

@@ -51,11 +51,11 @@
   X(retire_batch, "HAKMEM_RETIRE_BATCH", "", 0, 16, 1, 65536,                                              \
     "regions unmapped per RCU grace period")                                                              \
   X(large_cache, "HAKMEM_LARGE_CACHE_KB", "KiB", 10, 65536, 0, 1073741824,                                 \
-    "committed pages of freed large mappings kept for reuse (16 mappings at most, registered; above a "   \
+    "committed pages of freed large mappings kept for reuse (64 mappings at most, registered; above a "   \
     "quarter of this, at most half the large bytes still live, up to all of this); with the page "       \
     "arenas, their free pages count too, up to all of this; with the purge thread, the two may also "    \
-    "keep what the live large bytes leave of their peak over the last second; pages idle past the "     \
-    "purge delay are given back")                                                                        \
+    "keep what the live large bytes leave of their peak over the last one to two seconds; pages idle "   \
+    "past the purge delay are given back (`HAKMEM_CACHE_DELAY_MS` while the program takes them)")        \
   X(large_arena, "HAKMEM_LARGE_ARENA", "", 0, 1, 0, 1,                                                      \
     "`1`: once the program reuses large blocks (a large "                                                \
     "block freed, then another allocated), those up "                                                    \
@@ -91,7 +91,8 @@
     "never sleeps in one); `0`: no thread, and those pages go back as they are freed")                     \
   X(cache_delay_ms, "HAKMEM_CACHE_DELAY_MS", "ms", 0, 250, 0, 1000,                                        \
     "with the purge thread: empty SuperSlabs keep their free pages while their cache is in use (a "       \
-    "SuperSlab put in or taken out) and this long after it was last used, 10 s at most")                  \
+    "SuperSlab put in or taken out) and this long after it was last used, 10 s at most; freed large "    \
+    "pages keep theirs this long while the program takes from their cache or arenas")                   \
   X(idle_take, "HAKMEM_IDLE_TAKE", "", 0, 1, 0, 1,                                                         \
     "with the purge thread: `1`: a thread idle for two purge delays and blocked in the kernel outside "   \
     "hakmem (read from Linux's /proc) also has its thread cache and current slabs taken back, so the "   \

@@ -2099,6 +2099,33 @@ static void test_big_shrink(void) {
   hak_collect();
 }
 
+/* Run alone (`unit_large big_rounds`): rounds of work that free 24 big
+ * buffers and allocate them again, every page touched: the buffers come
+ * back with their pages (the cache held 16 mappings: 8 were unmapped each
+ * round, 24,576 page faults).  Not counted under a sanitizer (see
+ * big_reuse). */
+static void test_big_rounds(void) {
+  ts_check_begin("rounds of 24 big buffers freed and allocated again: their pages reused");
+  enum { BUFS = 24, WARM = 2, ROUNDS = 8 };
+  const size_t n = 12 * MiB;
+  unsigned char *b[BUFS];
+  long faults = 0;
+  for (int r = 0; r < WARM + ROUNDS; r++) {
+    long before = ts_minflt();
+    for (int i = 0; i < BUFS; i++) {
+      b[i] = hak_malloc(n);
+      REQUIRE(b[i] != NULL, "hak_malloc(%zu)", n);
+      for (size_t at = 0; at < n; at += 4096) b[i][at] = (unsigned char)r;
+    }
+    for (int i = 0; i < BUFS; i++) hak_free(b[i]);
+    if (r >= WARM) faults += ts_minflt() - before;
+  }
+  CHECK(SANITIZED || faults <= ROUNDS * 256L, "%d rounds of %d buffers of 12 MiB, every page touched: %ld page faults",
+        ROUNDS, BUFS, faults);
+  printf("   %d x 12 MiB: %ld page faults in %d rounds\n", BUFS, faults, ROUNDS);
+  hak_collect();
+}
+
 /* A thread that idles after freeing a large block: it waits on `go`. */
 struct kept_job {
   pthread_mutex_t lock;
@@ -2245,6 +2272,10 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && strcmp(argv[1], "big_grow") == 0) {  /* alone: the cache's bound as a program starts */
     test_big_grow();
+    return ts_check_finish("unit_large");
+  }
+  if (argc > 1 && strcmp(argv[1], "big_rounds") == 0) {  /* alone: the cache's slots as a program starts */
+    test_big_rounds();
     return ts_check_finish("unit_large");
   }
   if (argc > 1 && strcmp(argv[1], "big_shrink") == 0) {  /* alone: the cache cold as a program starts */
