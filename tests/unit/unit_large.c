@@ -2096,6 +2096,30 @@ static void test_big_shrink(void) {
         SHRINK_ROUNDS, faults);
   printf("   1 -> 16 -> 1 MiB: %ld page faults in %d rounds\n", faults, SHRINK_ROUNDS);
   hak_free(p);
+  /* Shrunk to half and grown back: the block stays as it is, as a small
+   * block does (2,048 faults a cycle before: the half went back). */
+  p = hak_malloc(big);
+  REQUIRE(p != NULL, "hak_malloc(%zu)", big);
+  memset(p, 7, big);
+  faults = 0;
+  lost = 0;
+  for (int r = 0; r < SHRINK_WARM + SHRINK_ROUNDS; r++) {
+    long before = ts_minflt();
+    unsigned char *q = hak_realloc(p, big / 2);
+    REQUIRE(q != NULL, "hak_realloc(%zu)", big / 2);
+    REQUIRE(hak_malloc_usable_size(q) >= big / 2, "usable size %zu after realloc to %zu", hak_malloc_usable_size(q),
+            big / 2);
+    for (size_t i = 0; i < big / 2; i += 4096) lost += q[i] != 7;
+    p = hak_realloc(q, big);
+    REQUIRE(p != NULL, "hak_realloc(%zu)", big);
+    memset(p + big / 2, 7, big / 2);
+    if (r >= SHRINK_WARM) faults += ts_minflt() - before;
+  }
+  CHECK(lost == 0, "16 MiB shrunk to half and grown back: %zu pages of the first half changed", lost);
+  CHECK(SANITIZED || faults <= SHRINK_ROUNDS * 64L, "realloc 16 -> 8 -> 16 MiB, written, %d rounds: %ld page faults",
+        SHRINK_ROUNDS, faults);
+  printf("   16 -> 8 -> 16 MiB: %ld page faults in %d rounds\n", faults, SHRINK_ROUNDS);
+  hak_free(p);
   hak_collect();
 }
 
