@@ -51,7 +51,7 @@
   X(retire_batch, "HAKMEM_RETIRE_BATCH", "", 0, 16, 1, 65536,                                              \
     "regions unmapped per RCU grace period")                                                              \
   X(large_cache, "HAKMEM_LARGE_CACHE_KB", "KiB", 10, 65536, 0, 1073741824,                                 \
-    "committed pages of freed large mappings kept for reuse (64 mappings at most, registered; above a "   \
+    "committed pages of freed large mappings kept for reuse (128 mappings at most, registered; above a "  \
     "quarter of this, at most half the large bytes still live, up to all of this); with the page "       \
     "arenas, their free pages count too, up to all of this; with the purge thread, the two may also "    \
     "keep what the live large bytes leave of their peak over the last one to two seconds; pages idle "   \
