@@ -107,6 +107,11 @@
  * pages and all; 64 held 40 buffers of 16 MiB a round, 128 hold 100
  * (bench/results/history.md). */
 #define CACHE_SLOTS 128
+/* Cached mappings that hold no committed page (address space only) stay
+ * only while the cache holds fewer mappings than this; else they are
+ * unmapped: the slots are for pages a round of work reuses, and address
+ * space is bounded as with 16 slots (RLIMIT_AS, stress_large's bound). */
+#define CACHE_BARE_MAX 16
 #define GUARD HAK_SS_SIZE     /* the last 2 MiB region of every large mapping */
 #define CACHE_MAP_MAX ((size_t)1 << 30)  /* larger mappings are unmapped when freed */
 #define SPARE_KEEP ((size_t)256 << 10)  /* spare pages a reused mapping keeps below its block */
@@ -356,6 +361,10 @@ static void borrow_begin(void)
 
 static void borrow_end(void) { atomic_fetch_sub(&cache_borrowers, 1); }
 
+/* Whether the cache keeps l, taken out of it or freed: not if it holds no
+ * page while the cache holds CACHE_BARE_MAX mappings or more. */
+static bool cache_keeps(const hak_large_t *l);
+
 static hak_large_t *cache_take_slot(unsigned i)
 {
   hak_large_t *l = atomic_exchange_explicit(&cache_slot[i], NULL, memory_order_acq_rel);
@@ -364,6 +373,11 @@ static hak_large_t *cache_take_slot(unsigned i)
     atomic_fetch_sub_explicit(&cache_count, 1, memory_order_relaxed);
   }
   return l;
+}
+
+static bool cache_keeps(const hak_large_t *l)
+{
+  return large_committed(l) != 0 || atomic_load_explicit(&cache_count, memory_order_relaxed) < CACHE_BARE_MAX;
 }
 
 /* Put a free mapping in an empty slot; false if none is empty. */
@@ -461,7 +475,7 @@ static void cache_make_room(size_t target)
     large_purge_cached(c);
     /* Every slot refilled meanwhile: c goes, unmapped at a later flush (we
      * may be inside a read-side section, where no grace period can run). */
-    if (!cache_put_slot(c)) (void)hak_retire_deferred(&c->retired, c->map_base, c->map_size);
+    if (!cache_keeps(c) || !cache_put_slot(c)) (void)hak_retire_deferred(&c->retired, c->map_base, c->map_size);
   }
   borrow_end();
 }
@@ -958,7 +972,7 @@ void hak_large_decay(void)
         if (next == 0 || at < next) next = at;
       }
     }
-    if (!cache_put_slot(l)) large_retire(l);
+    if (!cache_keeps(l) || !cache_put_slot(l)) large_retire(l);
   }
   borrow_end();
   if (next != 0) {
@@ -1627,6 +1641,7 @@ hak_large_t *hak_large_free(hak_heap_t *h, hak_large_t *l, void *p)
     large_purge_below(l, large_end(l));
     if (!hak_ss_purger()) atomic_fetch_add_explicit(&bound_purges, 1, memory_order_relaxed);
   }
+  if (!cache_keeps(l)) return l;
   if (hak_opt.secure) large_protect(l, false);  /* a write or read after free faults */
   uint64_t now = hak_os_now_ms();
   bool dirty = large_committed(l) > 0;
