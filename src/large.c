@@ -1371,9 +1371,12 @@ bool hak_large_kept_release(hak_heap_t *h)
 /* h's kept run, if a block of `pages` pages fits it (fits: the default
  * alignment, not calloc); a kept run that does not goes back to the
  * arenas first, where the block may take its pages (merged with their
- * free neighbours). */
+ * free neighbours).  None for a heap that is not a live thread's: the
+ * placeholder of threads that have none yet (hak_heap_unstarted) is
+ * shared, and kept_put keeps no run there; its fields stay unwritten. */
 static hak_large_t *kept_fit(hak_heap_t *h, size_t pages, bool fits)
 {
+  if (h->state != HAK_HEAP_LIVE) return NULL;
   hak_large_t *l = kept_take(h);
   if (l == NULL) {
     if (fits && run_fits(h->large_big_freed, pages)) h->large_keep_big = true;
