@@ -37,10 +37,10 @@ extern void __libc_free(void *);
 static _Atomic(int64_t) live_bytes, live_blocks, big_bytes;
 static _Atomic(int64_t) peak_bytes, peak_big, peak_blocks;
 
-static void note(void *p, int sign)
+/* A block of `bytes` usable bytes came (sign 1) or went (-1). */
+static void count(size_t bytes, int sign)
 {
-  if (p == NULL) return;
-  int64_t n = (int64_t)malloc_usable_size(p) * sign;
+  int64_t n = (int64_t)bytes * sign;
   int64_t big = (size_t)(n < 0 ? -n : n) > BIG_BLOCK ? n : 0;
   int64_t b = atomic_fetch_add_explicit(&big_bytes, big, memory_order_relaxed) + big;
   int64_t k = atomic_fetch_add_explicit(&live_blocks, sign, memory_order_relaxed) + sign;
@@ -53,6 +53,11 @@ static void note(void *p, int sign)
       break;
     }
   }
+}
+
+static void note(void *p, int sign)
+{
+  if (p != NULL) count(malloc_usable_size(p), sign);
 }
 
 void *malloc(size_t n)
@@ -74,13 +79,7 @@ void *realloc(void *old, size_t n)
   size_t before = old != NULL ? malloc_usable_size(old) : 0;
   void *p = __libc_realloc(old, n);
   if (p == NULL && n != 0) return NULL;  /* old is still live */
-  if (old != NULL) {
-    /* old is gone (or is p): take its size off as it was. */
-    int64_t big = before > BIG_BLOCK ? -(int64_t)before : 0;
-    atomic_fetch_add_explicit(&big_bytes, big, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&live_blocks, 1, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&live_bytes, (int64_t)before, memory_order_relaxed);
-  }
+  if (old != NULL) count(before, -1);  /* old is gone (or is p): its size as it was */
   note(p, 1);
   return p;
 }

@@ -361,10 +361,6 @@ static void borrow_begin(void)
 
 static void borrow_end(void) { atomic_fetch_sub(&cache_borrowers, 1); }
 
-/* Whether the cache keeps l, taken out of it or freed: not if it holds no
- * page while the cache holds CACHE_BARE_MAX mappings or more. */
-static bool cache_keeps(const hak_large_t *l);
-
 static hak_large_t *cache_take_slot(unsigned i)
 {
   hak_large_t *l = atomic_exchange_explicit(&cache_slot[i], NULL, memory_order_acq_rel);
@@ -375,6 +371,8 @@ static hak_large_t *cache_take_slot(unsigned i)
   return l;
 }
 
+/* Whether the cache keeps l, taken out of it or freed: not if it holds no
+ * page while the cache holds CACHE_BARE_MAX mappings or more. */
 static bool cache_keeps(const hak_large_t *l)
 {
   return large_committed(l) != 0 || atomic_load_explicit(&cache_count, memory_order_relaxed) < CACHE_BARE_MAX;
@@ -906,21 +904,24 @@ static void large_cool(uint64_t now)
  * faults at once), and it replaces cold_held.  Returns the mapping held
  * before (the caller retires it), or NULL.  l is never reused: see
  * large_protect's note. */
+/* COLD -> COLD_DISCARDED (see cache_temp); false if the cache was not cold. */
+static bool cache_note_discard(void)
+{
+  uint32_t cold = LARGE_COLD;
+  return atomic_compare_exchange_strong_explicit(&cache_temp, &cold, LARGE_COLD_DISCARDED, memory_order_relaxed,
+                                                 memory_order_relaxed);
+}
+
 static hak_large_t *large_discard(hak_large_t *l)
 {
   large_purge_below(l, large_end(l));
   large_protect(l, false);
-  uint32_t cold = LARGE_COLD;
-  atomic_compare_exchange_strong_explicit(&cache_temp, &cold, LARGE_COLD_DISCARDED, memory_order_relaxed,
-                                          memory_order_relaxed);
+  (void)cache_note_discard();
   /* acq_rel: l's header (dirty_from) goes to the thread that takes it out;
    * the previous one's comes to us. */
   return atomic_exchange_explicit(&cold_held, l, memory_order_acq_rel);
 }
 
-/* Give back the pages of cache entries freed more than the purge delay ago
- * (they stay cached, as address space only); the cache turns cold if no
- * entry keeps pages.  Cheap when nothing is due. */
 /* How long a free large page keeps its memory (a cached mapping's, or a
  * page arena's): the purge delay; but while the program takes from where
  * it lies (taken_ms, within the purge delay) and a purger thread runs,
@@ -938,6 +939,9 @@ static uint64_t large_keep_ms(uint64_t now, uint64_t taken_ms)
   return keep;
 }
 
+/* Give back the pages of cache entries freed more than large_keep_ms ago
+ * (they stay cached, as address space only); the cache turns cold if no
+ * entry keeps pages.  Cheap when nothing is due. */
 void hak_large_decay(void)
 {
   /* The arenas' free pages age on their own; their passes leave the
@@ -1702,8 +1706,6 @@ void hak_large_retire(hak_large_t *l)
   hak_large_decay();
 }
 
-/* Resize in place within the mapping, or grow the mapping without copying.
- * The block keeps its start; growth moves its end (and the guard) up. */
 /* Whether realloc resizing l's block to size bytes moves it (a copy to a
  * new block, and l freed into the cache with its pages) instead of working
  * on l's own pages.  A buffer shrunk after a big message is often grown
@@ -1725,9 +1727,7 @@ static bool resize_moves(const hak_large_t *l, size_t size)
   if (hak_opt.secure) return false;
   if (size < l->usable) {
     if (size > l->usable / 4 || size > HAK_ARENA_BLOCK_MAX) return false;
-    uint32_t cold = LARGE_COLD;
-    return !atomic_compare_exchange_strong_explicit(&cache_temp, &cold, LARGE_COLD_DISCARDED, memory_order_relaxed,
-                                                    memory_order_relaxed);
+    return !cache_note_discard();
   }
   /* A page more: a block resized in place ends on a page boundary, so its
    * usable size holds the rounding of its start. */
@@ -1746,6 +1746,9 @@ static bool resize_keeps(const hak_large_t *l, size_t size)
   return size <= l->usable && size >= l->usable / 2 && l->usable - size <= hak_opt.large_cache && !hak_opt.secure;
 }
 
+/* Resize in place (or leave as it is: resize_keeps; or let realloc move
+ * it: resize_moves) within the mapping, or grow the mapping without copying.
+ * The block keeps its start; growth moves its end (and the guard) up. */
 void *hak_large_resize(hak_heap_t *h, hak_large_t *l, size_t size)
 {
   large_check_canary(l);
