@@ -610,8 +610,8 @@ __attribute__((destructor)) static void hak_stats_at_exit(void)
  * remote-free stack; then less the blocks the calling thread holds freed
  * (its thread cache and its held-back remote frees) and those in the
  * transfer cache.  What stays counted as live although the program freed
- * it: blocks in OTHER running threads' thread caches (at most some 64 KiB
- * a class and 2.8 MiB a thread, types.h, hak_heap_t; read only by their
+ * it: blocks in OTHER running threads' thread caches (at most some 512 KiB
+ * a class and 4.8 MiB a thread, tcache.h; read only by their
  * thread, so not subtracted) and their held-back remote frees (32 runs a
  * thread), and blocks handed to a heap's delayed list.  None of these
  * outlives its thread: a thread's exit flushes them all, so the figure does

@@ -12,12 +12,15 @@
  * at these base bounds, where tcmalloc allows 4 MiB. */
 #define HAK_TCACHE_BYTES (64 * 1024)
 /* A class whose cache overflows may grow past its base bound, by doubling,
- * up to 4 times it (256 blocks, 256 KiB), while the heap's growth budget
+ * up to 8 times it (512 blocks, 512 KiB), while the heap's growth budget
  * lasts: HAK_TCACHE_GROW_BYTES of blocks over the base bounds, so a thread
- * holds at most 2.8 MiB.  Growth lapses at the heap's next maintenance
- * (hak_tcache_relax). */
-#define HAK_TCACHE_GROWTH     4
-#define HAK_TCACHE_GROW_BYTES (1024 * 1024)
+ * holds at most 4.8 MiB.  Growth lapses at the heap's next maintenance
+ * (hak_tcache_relax).  A thread that replaces blocks of many classes at
+ * random (bench/churn.c) keeps each class's cache between empty and full
+ * with room to spare only with both: 4 times and 1 MiB cost it 6% of its
+ * time in flushes and refills (bench/results/history.md). */
+#define HAK_TCACHE_GROWTH     8
+#define HAK_TCACHE_GROW_BYTES ((size_t)3 << 20)
 /* A class of small blocks may grow further, to HAK_TCACHE_GROW_CLASS bytes
  * of blocks (8192 of 16 bytes): a program that frees a batch of a few
  * thousand small blocks and allocates the next batch (glibc's malloc

@@ -48,7 +48,7 @@ static void *cross_slab(void *arg)
 
 /* After n frees, malloc hands the newest blocks back in reverse order of
  * their frees, but no more than the bound: a free that passes the bound
- * (64 blocks) doubles it, up to the larger of 4 times (256) and 128 KiB of
+ * (64 blocks) doubles it, up to the larger of 8 times (512) and 128 KiB of
  * blocks (2048 of 64 bytes), and past that the cache keeps the newest half,
  * the older blocks go back to their slab.  So the run of blocks that come
  * back in exact reverse order is at least half the largest bound and at
@@ -76,7 +76,7 @@ static void *bounded_lifo(void *arg)
 {
   (void)arg;
   ts_check_section("bounded_lifo");
-  lifo_run(512, 600, 256);  /* 4 times the base bound */
+  lifo_run(512, 1200, 512);  /* 8 times the base bound */
   lifo_run(64, 2600, 2048); /* 128 KiB of small blocks */
   return NULL;
 }
