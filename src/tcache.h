@@ -17,7 +17,7 @@
  * holds at most 4.8 MiB.  Growth lapses at the heap's next maintenance
  * (hak_tcache_relax).  A thread that replaces blocks of many classes at
  * random (bench/churn.c) keeps each class's cache between empty and full
- * with room to spare only with both: 4 times and 1 MiB cost it 6% of its
+ * with room to spare only with both: 4 times and 1 MiB cost it 4-5% of its
  * time in flushes and refills (bench/results/history.md). */
 #define HAK_TCACHE_GROWTH     8
 #define HAK_TCACHE_GROW_BYTES ((size_t)3 << 20)
