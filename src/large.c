@@ -924,18 +924,23 @@ static hak_large_t *large_discard(hak_large_t *l)
 
 /* How long a free large page keeps its memory (a cached mapping's, or a
  * page arena's): the purge delay; but while the program takes from where
- * it lies (taken_ms, within the purge delay) and a purger thread runs,
- * HAKMEM_CACHE_DELAY_MS, as the empty SuperSlabs' cache does.  A round of
- * work that frees its big buffers and allocates them again, one at a time
- * and each written whole, takes longer than the purge delay: the buffers
- * freed first had their pages given back before the allocations reached
- * them (40 buffers of 16 MiB: 110k page faults a round).  The bound on the
- * cached bytes holds all the same, and an idle program's pages go back a
- * purge delay after its last take. */
+ * it lies (taken_ms, within HAKMEM_CACHE_DELAY_MS) and a purger thread
+ * runs, HAKMEM_CACHE_DELAY_MS, as the empty SuperSlabs' cache does.  A
+ * round of work that frees its big buffers and allocates them again, one
+ * at a time and each written whole, takes longer than the purge delay: the
+ * buffers freed first had their pages given back before the allocations
+ * reached them (40 buffers of 16 MiB: 110k page faults a round).  So does
+ * a step of a program that writes a block of tens of MiB between two
+ * takes: with "taken within the purge delay", bench/large.c's pages went
+ * back between its steps and faulted in again (1.24x the time at 2 and 4
+ * threads, bench/results/history.md).  The bound on the cached bytes holds
+ * all the same, and an idle program's pages go back a cache delay after
+ * its last take (a purge delay of 0 keeps none). */
 static uint64_t large_keep_ms(uint64_t now, uint64_t taken_ms)
 {
   uint64_t keep = hak_opt.purge_delay_ms;
-  if (hak_ss_purger() && now - taken_ms < keep && hak_opt.cache_delay_ms > keep) keep = hak_opt.cache_delay_ms;
+  if (hak_ss_purger() && keep != 0 && now - taken_ms < hak_opt.cache_delay_ms && hak_opt.cache_delay_ms > keep)
+    keep = hak_opt.cache_delay_ms;
   return keep;
 }
 

@@ -92,7 +92,7 @@
   X(cache_delay_ms, "HAKMEM_CACHE_DELAY_MS", "ms", 0, 250, 0, 1000,                                        \
     "with the purge thread: empty SuperSlabs keep their free pages while their cache is in use (a "       \
     "SuperSlab put in or taken out) and this long after it was last used, 10 s at most; freed large "    \
-    "pages keep theirs this long while the program takes from their cache or arenas")                   \
+    "pages keep theirs this long after the program last took from their cache or arenas")                \
   X(idle_take, "HAKMEM_IDLE_TAKE", "", 0, 1, 0, 1,                                                         \
     "with the purge thread: `1`: a thread idle for two purge delays and blocked in the kernel outside "   \
     "hakmem (read from Linux's /proc) also has its thread cache and current slabs taken back, so the "   \

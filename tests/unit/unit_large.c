@@ -229,10 +229,20 @@ static double purge_delay_ms(void) {
   return env != NULL && *env ? atof(env) : 50.0;
 }
 
-/* Waits until k purge delays have passed since `since` (a timer of the
+/* How long idle large pages keep their memory after the program took
+ * some (src/large.c, large_keep_ms): the cache delay
+ * (HAKMEM_CACHE_DELAY_MS, 250 ms by default) if longer than a nonzero
+ * purge delay. */
+static double keep_delay_ms(void) {
+  const char *env = getenv("HAKMEM_CACHE_DELAY_MS");
+  double purge = purge_delay_ms(), cache = env != NULL && *env ? atof(env) : 250.0;
+  return purge > 0 && cache > purge ? cache : purge;
+}
+
+/* Waits until k keep delays have passed since `since` (a timer of the
  * contract, not a race). */
 static void wait_delays(double since, int k) {
-  double delay = purge_delay_ms();
+  double delay = keep_delay_ms();
   struct timespec nap = {0, 20 * 1000 * 1000};
   while (ts_now_ms() - since < k * delay + 10) nanosleep(&nap, NULL);
 }
@@ -660,9 +670,10 @@ static void test_cache_counts_reached(void) {
 
 /* A freed, written 8 MiB block stays committed in the cache (under its bound:
  * reuse is what makes big buffers cheap); once it has been idle for the
- * purge delay (HAKMEM_PURGE_DELAY_MS, 50 ms by default), the program's next
- * refill of small blocks (heap maintenance, at most once a purge delay) gives
- * the pages back: large_cached_bytes drops to 0, and so does RSS.  The
+ * keep delay (keep_delay_ms: the program took from the cache just before),
+ * the program's next refill of small blocks (heap maintenance, at most once
+ * a purge delay) gives the pages back: large_cached_bytes drops to 0, and so
+ * does RSS.  The
  * program waits for the delay (a timer of the contract, not a race), then
  * allocates small blocks until that refill has run. */
 static void test_cache_decay(void) {
@@ -678,12 +689,12 @@ static void test_cache_decay(void) {
   size_t rss1 = ts_rss_bytes();
   CHECK(s1.large_cached_bytes >= n, "a freed, written %zu-byte block: %llu bytes cached (expected kept for reuse)", n,
         ull(s1.large_cached_bytes));
-  double delay = purge_delay_ms();
+  double delay = keep_delay_ms();
   wait_purge_delay_then_refill(t_free);
   hak_stats_t s2 = ts_stats_now();
   size_t rss2 = ts_rss_bytes();
   CHECK(s2.large_cached_bytes == 0, "%.0f ms after the free, then small-block refills: %llu bytes still cached "
-        "(the purge delay is %.0f ms)", ts_now_ms() - t_free, ull(s2.large_cached_bytes), delay);
+        "(the keep delay is %.0f ms)", ts_now_ms() - t_free, ull(s2.large_cached_bytes), delay);
   CHECK(rss2 + n / 2 <= rss1, "RSS %zu KiB after the purge, %zu KiB before: less than %zu KiB given back", rss2 / KiB,
         rss1 / KiB, n / 2 / KiB);
   hak_collect();
