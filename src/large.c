@@ -932,10 +932,10 @@ static hak_large_t *large_discard(hak_large_t *l)
  * reached them (40 buffers of 16 MiB: 110k page faults a round).  So does
  * a step of a program that writes a block of tens of MiB between two
  * takes: with "taken within the purge delay", bench/large.c's pages went
- * back between its steps and faulted in again (1.24x the time at 2 and 4
- * threads, bench/results/history.md).  The bound on the cached bytes holds
- * all the same, and an idle program's pages go back a cache delay after
- * its last take (a purge delay of 0 keeps none). */
+ * back between its steps and faulted in again (1.13x and 1.16x the time
+ * at 2 and 4 threads, bench/results/history.md).  The bound on the cached
+ * bytes holds all the same, and an idle program's pages go back a cache
+ * delay after its last take (a purge delay of 0 keeps none). */
 static uint64_t large_keep_ms(uint64_t now, uint64_t taken_ms)
 {
   uint64_t keep = hak_opt.purge_delay_ms;
