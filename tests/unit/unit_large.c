@@ -27,8 +27,8 @@
  *     block, freed, faults on a write (first and last byte) and a read
  *     (middle), and a new 1 MiB block holds none of its words; once warm (a
  *     large allocation after a discard), a free/malloc loop of 1 MiB blocks
- *     gets the cached mapping back; it turns cold again after the purge delay
- *     idle (next small refill) and after hak_collect (a freed block faults);
+ *     gets the cached mapping back; it turns cold again after the keep delay
+ *     idle (keep_delay_ms; next small refill) and after hak_collect (a freed block faults);
  *     the sections below that test the cache's reuse start with a warm-up
  *     (collect_warm: hak_collect, then one large block allocated and freed);
  *   - calloc of large sizes is all zero, also when it reuses a freed mapping
@@ -46,7 +46,7 @@
  *   - a 300 KiB block that realloc placed at the bottom of a 2 MiB area
  *     counts its 300 KiB in the cache when freed, not the area;
  *   - a freed, written block stays cached (large_cached_bytes), and once idle
- *     past the purge delay the next small-block refills give its pages back
+ *     past the keep delay the next small-block refills give its pages back
  *     (large_cached_bytes 0, RSS down by at least half the block);
  *   - realloc growth by doubling from 1 MiB to 256 MiB (64 MiB under TSan),
  *     back down and up again
@@ -376,7 +376,7 @@ static bool alloc_write_free(size_t n, unsigned char **out) {
 }
 
 /* Warm, the cache turns cold again once idle: its entry was given back
- * after the purge delay, by the next large allocation's decay or by a
+ * after the keep delay (keep_delay_ms), by the next large allocation's decay or by a
  * small-block refill's maintenance; a block freed then faults.  It stays
  * warm while the program holds a large block past the purge delay (nothing
  * cached: nothing idle).  And it is cold after hak_collect. */
@@ -666,16 +666,15 @@ static void test_cache_counts_reached(void) {
 }
 
 /* ---------------------------------------------------------------- */
-/* An idle cache gives its pages back after the purge delay. */
+/* An idle cache gives its pages back after the keep delay. */
 
 /* A freed, written 8 MiB block stays committed in the cache (under its bound:
  * reuse is what makes big buffers cheap); once it has been idle for the
  * keep delay (keep_delay_ms: the program took from the cache just before),
  * the program's next refill of small blocks (heap maintenance, at most once
  * a purge delay) gives the pages back: large_cached_bytes drops to 0, and so
- * does RSS.  The
- * program waits for the delay (a timer of the contract, not a race), then
- * allocates small blocks until that refill has run. */
+ * does RSS.  The program waits for the delay (a timer of the contract, not a
+ * race), then allocates small blocks until that refill has run. */
 static void test_cache_decay(void) {
   ts_check_begin("an idle large cache gives its pages back after the purge delay");
   const size_t n = 8 * MiB;
@@ -1462,8 +1461,8 @@ static void test_arena_reuse(void) {
   hak_collect();
 }
 
-/* A freed written block's pages go back once idle past the purge delay
- * (the next small refills run the decay): large_cached_bytes drops to 0 and
+/* A freed written block's pages go back once idle past the keep delay
+ * (keep_delay_ms; the next small refills run the decay): large_cached_bytes drops to 0 and
  * none of its pages is resident; hak_collect gives them back at once. */
 static void test_arena_decay(void) {
   if (!arena_begin("arena: idle free pages go back after the purge delay, and at hak_collect")) return;
