@@ -17,10 +17,10 @@
  * smaller than a huge page is often touched in part (a buffer sized for
  * the largest message), and a huge page commits 2 MiB at its first byte.
  * Arenas are never unmapped; their free pages go back to the OS in decay
- * passes (hak_arena_decay, arena_claim): a huge page once all of it is
- * free and no page of it was freed for the purge delay (in the first
- * region, a group of 64 pages), so pages a program reuses within the delay
- * are never refaulted and no huge page is split.
+ * passes (hak_arena_decay, arena_claim): a group of 64 pages once none of
+ * them was freed for the purge delay, and a region with huge pages once
+ * all of it is free and idle as long, so pages a program reuses within the
+ * delay are never refaulted and no huge page is split.
  *
  * Invariants (all fields under arena_lock, written only here):
  *   free     bit i set: page i belongs to no run (never set past ARENA_PAGES);
@@ -34,7 +34,7 @@
  *            there (run_clean); cleared, with the advice, by whoever holds
  *            all of its pages outside the lock (no take may touch them):
  *            a purging hak_arena_give, or the pass that claimed them.  Read
- *            by a pass under the lock only where all its pages are free;
+ *            by a pass under the lock only where some of its pages are free;
  *   purging  pages a pass took out of free to purge outside the lock: they
  *            are in no run, free again (and clean) when the pass ends;
  *   idle     popcount(free & dirty), summed in arena_idle_pages (kept by
@@ -490,18 +490,41 @@ static size_t arena_claim_range(hak_arena_t *a, size_t from, size_t n, bool idle
   return claimed;
 }
 
+/* Claim (under the lock) the idle pages of [from, from + n) whose group
+ * (the 64 pages of a freed_ms word) had none freed for `delay`; say when
+ * the others fall due (*next, as arena_claim).  Returns the pages claimed. */
+static size_t arena_claim_groups(hak_arena_t *a, size_t from, size_t n, uint64_t now, uint64_t delay,
+                                 uint64_t *next)
+{
+  size_t claimed = 0;
+  for (size_t w = from / 64; w * 64 < from + n; w++) {
+    size_t lo = w * 64 > from ? w * 64 : from, hi = (w + 1) * 64 < from + n ? (w + 1) * 64 : from + n;
+    if (!bits_test(a->free, a->dirty, lo, hi - lo, false)) continue;
+    if (now - a->freed_ms[w] < delay) {
+      if (*next == 0 || a->freed_ms[w] + delay < *next) *next = a->freed_ms[w] + delay;
+      continue;
+    }
+    claimed += arena_claim_range(a, lo, hi - lo, true);
+  }
+  return claimed;
+}
+
 /* A pass's view of a's free pages (under the lock): claim those it gives
  * back, and say when the rest falls due (*next, the earliest; 0: none).
- * The first 2 MiB region holds the header and has 4 KiB pages: its free
- * pages go by their group's age.  The other regions may have huge pages
- * (a run covered them whole): one goes back whole, with its advice, once
- * all its pages are free and their groups idle for `delay` (the caller's
- * keep time: the purge delay, longer while the program takes runs).  A
- * region a run still holds in part (pinned) keeps its free
- * pages for PINNED_DELAYS delays, since giving back part of a huge page
- * splits it and the region then faults 4 KiB at a time; then its idle pages
- * go back alone, so a long-lived block does not keep its neighbours' memory.
- * A pinned region is never claimed whole: its live pages are a run's.  A
+ * Pages that cannot be part of a huge page go by their group's age
+ * (arena_claim_groups, `delay`: the caller's keep time, the purge delay,
+ * longer while the program takes runs): the first 2 MiB region, which
+ * holds the header, and any region without huge-page advice where only
+ * advised ranges get huge pages (hak_os_huge_only_advised): there a live
+ * run no longer keeps its free neighbours' pages for PINNED_DELAYS delays
+ * (unit_large's "beside a live one").
+ * The other regions may have huge pages: one goes back whole, with its
+ * advice, once all its pages are free and their groups idle for `delay`.
+ * A region a run still holds in part (pinned) keeps its free pages for
+ * PINNED_DELAYS delays, since giving back part of a huge page splits it
+ * and the region then faults 4 KiB at a time; then its idle pages go back
+ * alone, so a long-lived block does not keep its neighbours' memory.  A
+ * pinned region is never claimed whole: its live pages are a run's.  A
  * region all free and clean that still has huge pages is claimed whole
  * too, to lose them (huge_off).  force: every free page that keeps memory,
  * and those regions, at once.  Returns the pages claimed. */
@@ -515,16 +538,16 @@ static size_t arena_claim(hak_arena_t *a, uint64_t now, bool force, uint64_t del
       claimed += arena_claim_range(a, from, HUGE_PAGES, !(bits_all(a->free, from, HUGE_PAGES) && a->huge[r]));
     return claimed;
   }
-  for (size_t w = 0; w * 64 < HUGE_FIRST; w++) {
-    size_t n = (w + 1) * 64 <= HUGE_FIRST ? 64 : HUGE_FIRST - w * 64;
-    if (!bits_test(a->free, a->dirty, w * 64, n, false)) continue;
-    if (now - a->freed_ms[w] < delay) {
-      if (*next == 0 || a->freed_ms[w] + delay < *next) *next = a->freed_ms[w] + delay;
+  claimed += arena_claim_groups(a, 0, HUGE_FIRST, now, delay, next);
+  bool small = hak_os_huge_only_advised();  /* an unadvised region has 4 KiB pages */
+  for (size_t r = 0, from = HUGE_FIRST; r < HUGE_REGIONS; r++, from += HUGE_PAGES) {
+    /* All in runs: nothing to claim, and huge[r] may be a purging giver's
+     * to clear outside the lock. */
+    if (!bits_test(a->free, NULL, from, HUGE_PAGES, false)) continue;
+    if (small && !a->huge[r]) {
+      claimed += arena_claim_groups(a, from, HUGE_PAGES, now, delay, next);
       continue;
     }
-    claimed += arena_claim_range(a, w * 64, n, true);
-  }
-  for (size_t r = 0, from = HUGE_FIRST; r < HUGE_REGIONS; r++, from += HUGE_PAGES) {
     bool whole = bits_all(a->free, from, HUGE_PAGES);
     /* Nothing idle there, and no advice to take back. */
     if (!bits_test(a->free, a->dirty, from, HUGE_PAGES, false) && !(whole && a->huge[r])) continue;

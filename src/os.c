@@ -133,16 +133,16 @@ void hak_os_hugepage(void *p, size_t size)
   errno = saved;
 }
 
-/* Whether transparent huge pages are in "madvise" mode: only advised
- * ranges get them.  Read once; in "always" or "never" mode hakmem's advice
- * is not what decides, and is never taken back.  relaxed: the same value
- * whoever reads it first. */
-static _Atomic(int) thp_mode;  /* 0: not read yet, 1: madvise, 2: another */
+/* The transparent huge pages' mode: 1 "madvise" (only advised ranges get
+ * them), 2 "always", 3 "never" or no THP at all.  Read once; outside
+ * "madvise" mode hakmem's advice is not what decides, and is never taken
+ * back.  relaxed: the same value whoever reads it first. */
+static _Atomic(int) thp_mode;  /* 0: not read yet */
 
-static bool thp_madvise_mode(void)
+static int thp_read_mode(void)
 {
   int mode = atomic_load_explicit(&thp_mode, memory_order_relaxed);
-  if (mode != 0) return mode == 1;
+  if (mode != 0) return mode;
   char buf[64] = { 0 };
   int saved = errno;
   int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
@@ -151,10 +151,14 @@ static bool thp_madvise_mode(void)
     close(fd);
   }
   errno = saved;
-  mode = strstr(buf, "[madvise]") != NULL ? 1 : 2;
+  mode = strstr(buf, "[madvise]") != NULL ? 1 : strstr(buf, "[always]") != NULL ? 2 : 3;
   atomic_store_explicit(&thp_mode, mode, memory_order_relaxed);
-  return mode == 1;
+  return mode;
 }
+
+static bool thp_madvise_mode(void) { return thp_read_mode() == 1; }
+
+bool hak_os_huge_only_advised(void) { return thp_read_mode() != 2; }
 
 /* Take back hak_os_hugepage's advice on [p, p+size) (2 MiB aligned), so
  * that a later touch there commits 4 KiB, not 2 MiB: in "madvise" mode

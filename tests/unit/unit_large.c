@@ -1517,6 +1517,57 @@ static void test_arena_realloc(void) {
   hak_collect();
 }
 
+/* Where regions get no huge pages unadvised (transparent huge pages not
+ * in "always" mode, HAKMEM_HUGEPAGES off), a freed block's pages go back
+ * after the keep delay even while a live block holds the rest of its 2 MiB
+ * region (src/arena.c, arena_claim_groups): 400 KiB blocks written past
+ * the arena's first region, one freed beside a live one (a block freed
+ * before them holds the thread's kept-run slot, so this one goes back to
+ * the arenas), while the program goes on taking arena runs in the first
+ * region (calloc: never from the slot), which keeps the delay at the cache
+ * delay.  Two keep delays later the freed block has no page resident, and
+ * the live one still holds every byte it was given (the region waited
+ * PINNED_DELAYS keep delays before). */
+static bool thp_always(void);
+
+static void test_arena_neighbour(void) {
+  if (!arena_begin("arena: a freed block's pages go back after the keep delay beside a live one")) return;
+  const char *huge = getenv("HAKMEM_HUGEPAGES");
+  if (thp_always() || (huge != NULL && *huge != '\0' && ts_env_flag("HAKMEM_HUGEPAGES"))) {
+    printf("   skipped: its region may have huge pages\n");
+    return;
+  }
+  enum { K = 12 };
+  const size_t n = 400 * KiB;
+  unsigned char *p[K];
+  for (int i = 0; i < K; i++) p[i] = written(n, 0x40 + i);
+  int v = -1;  /* p[v] and p[v + 1] in one 2 MiB region past the arena's first */
+  for (int i = 0; i + 1 < K && v < 0; i++)
+    if ((uintptr_t)p[i] >> 21 == (uintptr_t)(p[i + 1] + n - 1) >> 21 && ((uintptr_t)p[i] & (64 * MiB - 1)) >= 2 * MiB)
+      v = i;
+  REQUIRE(v >= 0, "no two of %d consecutive 400 KiB arena blocks share a 2 MiB region past the first", K);
+  for (int i = 0; i < K; i++)
+    if (i != v && i != v + 1) hak_free(p[i]);
+  hak_free(p[v]);
+  double t_free = ts_now_ms(), delay = keep_delay_ms();
+  struct timespec nap = {0, 20 * 1000 * 1000};
+  while (ts_now_ms() - t_free < 2 * delay + 10) {
+    unsigned char *q = hak_calloc(1, 600 * KiB);
+    REQUIRE(q != NULL, "hak_calloc(1, 600 KiB)");
+    hak_free(q);
+    nanosleep(&nap, NULL);
+  }
+  refill_small();
+  CHECK(resident_bytes(p[v], n) == 0, "%.0f ms after its free (keep delay %.0f ms), beside a live block in its "
+        "region: %zu KiB of the freed block resident", ts_now_ms() - t_free, delay, resident_bytes(p[v], n) / KiB);
+  size_t changed = 0;
+  for (size_t i = 0; i < n; i++) changed += p[v + 1][i] != 0x40 + v + 1;
+  CHECK(changed == 0 && resident_bytes(p[v + 1], n) == n, "the live neighbour: %zu bytes changed, %zu KiB of %zu "
+        "resident", changed, resident_bytes(p[v + 1], n) / KiB, n / KiB);
+  hak_free(p[v + 1]);
+  hak_collect();
+}
+
 /* A 2 MiB region that a live block holds in part is never given back
  * whole, whatever the purge delay (unit_large_arena_pinned runs this alone
  * with 0): a written block across the arena's first two regions, and a
@@ -2367,6 +2418,7 @@ int main(int argc, char **argv) {
   test_fill();
   test_arena_reuse();
   test_arena_decay();
+  test_arena_neighbour();
   test_arena_realloc();
   test_arena_pinned();
   test_arena_huge();
