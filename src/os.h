@@ -9,7 +9,7 @@ void  hak_os_unmap(void *p, size_t size);
 void  hak_os_purge(void *p, size_t size);             /* give pages back, keep range */
 void  hak_os_hugepage(void *p, size_t size);          /* prefer THP there */
 void  hak_os_hugepage_off(void *p, size_t size);      /* take that back (THP madvise mode) */
-bool  hak_os_huge_only_advised(void);               /* a range without that advice has 4 KiB pages */
+bool  hak_os_huge_only_advised(void);                 /* a range without that advice has 4 KiB pages */
 void  hak_os_populate(void *p, size_t size);          /* commit the pages now, writable */
 bool  hak_os_residency(const void *p, size_t size, unsigned char *vec); /* mincore: bit 0 of vec[i], page i resident */
 size_t hak_os_count_resident(const unsigned char *vec, size_t from, size_t to);  /* of pages [from, to) */
